@@ -1,0 +1,150 @@
+"""Check a command line before Hydra runs it, so that a bad config is one line, not a traceback.
+
+Hydra reports composition errors (an unknown workload, ``echo.factor=abc``, a misspelt key) over several
+lines, and a sweep would only meet them job by job. Here every combination of the sweep is composed with
+Hydra's own compose API and validated up front; the first failure becomes a :class:`ConfigError`.
+"""
+
+import itertools
+import re
+from typing import Iterable, Optional
+
+from hydra import compose, initialize_config_module
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from echo_experiments import config as C
+
+CONFIG_MODULE = "echo_experiments.conf"
+# Past this many combinations each swept value is checked once, not every product.
+MAX_COMBINATIONS = 128
+
+
+def check_command_line(argv: list[str]) -> Optional[str]:
+    """Return the one-line error for a command line, or None if every job it would run is valid."""
+    args = get_args_parser().parse_args(argv)
+    if args.help or args.hydra_help or args.shell_completion or args.info or args.experimental_rerun:
+        return None
+    if args.config_path or args.config_dir:
+        return None  # a user config tree: each job still validates itself
+    from echo_experiments.workloads import check_config  # imports the tasks (TensorFlow, JAX)
+
+    try:
+        for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config"):
+            check_config(cfg)
+    except C.ConfigError as e:
+        return str(e)
+    return None
+
+
+def compose_all(overrides: list[str], multirun: bool, config_name: str = "config") -> Iterable[DictConfig]:
+    """Compose the config of every job the command line would run."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(overrides)
+    except OverrideParseException as e:
+        raise _parse_error(e) from None
+    app = [o for o in parsed if not o.is_hydra_override()]
+    hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
+    with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
+        if not multirun:
+            yield _compose(config_name, [o.input_line for o in app])
+            return
+        sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
+        fixed = [o.input_line for o in app if not o.is_sweep_override()]
+        # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps the same key.
+        first = _compose(config_name, fixed + [f"{k}={v[0]}" for k, v in sweeps.items()] + hydra_args, hydra=True)
+        params = OmegaConf.select(first, "hydra.sweeper.params") or {}
+        for key, spec in params.items():
+            if key not in sweeps:
+                ov = parser.parse_override(f"{key}={spec}")
+                sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
+        for combo in _combinations(sweeps):
+            yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo])
+
+
+def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:
+    keys = list(sweeps)
+    total = 1
+    for values in sweeps.values():
+        total *= len(values)
+    if total <= MAX_COMBINATIONS:
+        for values in itertools.product(*(sweeps[k] for k in keys)):
+            yield list(zip(keys, values))
+        return
+    base = {k: v[0] for k, v in sweeps.items()}
+    for k in keys:
+        for v in sweeps[k]:
+            yield list({**base, k: v}.items())
+
+
+def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:
+    try:
+        return compose(config_name, overrides=overrides, return_hydra_config=hydra)
+    except MissingConfigException as e:
+        raise _missing_option(e, overrides) from None
+    except ConfigCompositionException as e:
+        raise _composition_error(e, overrides) from None
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        raise C.ConfigError(key, None, "", f"{key}: {_first_line(str(e))}") from None
+
+
+def _missing_option(e: MissingConfigException, overrides: list[str]) -> C.ConfigError:
+    group, _, option = (e.missing_cfg_file or "").rpartition("/")
+    options = ", ".join(sorted(e.options or []))
+    if not group:
+        return C.ConfigError("", None, "", _first_line(str(e)))
+    return C.ConfigError(group, option, f"one of {options}")
+
+
+def _composition_error(e: ConfigCompositionException, overrides: list[str]) -> C.ConfigError:
+    cause = e.__cause__
+    key = getattr(cause, "full_key", None)
+    if not key:
+        return C.ConfigError("", None, "", _first_line(str(e)))
+    value = _override_value(key, overrides)
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        section = key.rpartition(".")[0]
+        return C.ConfigError.unknown_key(key, _known_keys(section, overrides, key))
+    allowed = C.allowed_for(key) or _first_line(str(cause))
+    return C.ConfigError(key, value, allowed)
+
+
+def _known_keys(section: str, overrides: list[str], bad_key: str) -> list[str]:
+    keys = C.keys_of(section)
+    if keys:
+        return keys
+    # A free-form mapping (workload.model, workload.augment): list what the composed config holds.
+    rest = [o for o in overrides if _override_key(o) != bad_key]
+    try:
+        node = OmegaConf.select(compose("config", overrides=rest), section)
+    except Exception:  # noqa: BLE001 - only used to enrich the message
+        return []
+    return list(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _override_key(line: str) -> str:
+    return line.split("=", 1)[0].lstrip("+~")
+
+
+def _override_value(key: str, overrides: list[str]) -> Optional[str]:
+    for line in overrides:
+        if _override_key(line) == key and "=" in line:
+            return line.split("=", 1)[1]
+    return None
+
+
+def _parse_error(e: OverrideParseException) -> C.ConfigError:
+    match = re.search(r"override '([^']*)'", str(e))
+    line = match.group(1) if match else ""
+    key = _override_key(line)
+    return C.ConfigError(key, None, "", f"cannot parse override '{line}': write key=value, sweeps as "
+                         "key=a,b,c (see https://hydra.cc/docs/advanced/override_grammar/basic)")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "invalid config"

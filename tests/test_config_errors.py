@@ -1,0 +1,82 @@
+"""Every bad config value ends the program with one line naming the key and what is allowed."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import compose_config
+from echo_experiments.config import ConfigError, validate
+from echo_experiments.preflight import check_command_line
+
+CASES = [
+    (["echo.factor=0"], "echo.factor=0 is not allowed: a real number >= 1"),
+    (["echo.factor=0.5"], "echo.factor=0.5 is not allowed: a real number >= 1"),
+    (["echo.factor=abc"], "echo.factor=abc is not allowed: a real number >= 1"),
+    (["echo.factor=nan"], "echo.factor=nan is not allowed: a real number >= 1"),
+    (["echo.placement=sideways"],
+     "echo.placement=sideways is not allowed: one of none, before_augmentation, after_augmentation, "
+     "before_batching, after_batching"),
+    (["echo=sideways"],
+     "echo=sideways is not allowed: one of after_augmentation, after_batching, before_augmentation, "
+     "before_batching, default, none"),
+    (["workload=imagenet"], "workload=imagenet is not allowed: one of fashion_mnist, resnet32, resnet50"),
+    (["echo.placement=none", "echo.factor=2"],
+     "echo.placement=none is not allowed: echo.factor=2 needs an echo point: one of before_augmentation, "
+     "after_augmentation, before_batching, after_batching"),
+    (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
+    (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
+    (["seed=-3"], "seed=-3 is not allowed: an integer >= 0"),
+    (["seed=x"], "seed=x is not allowed: an integer >= 0"),
+    (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: an integer >= 1"),
+    (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
+    (["trainer.eval_every_fresh_examples=many"],
+     "trainer.eval_every_fresh_examples=many is not allowed: an integer >= 1"),
+    (["optimizer.learning_rate=-0.1"], "optimizer.learning_rate=-0.1 is not allowed: a real number > 0"),
+    (["optimizer.momentum=1"], "optimizer.momentum=1 is not allowed: a real number in [0, 1)"),
+    (["optimizer.schedule=cosine"], "optimizer.schedule=cosine is not allowed: one of constant, linear_decay"),
+    (["workload.batch_size=0"], "workload.batch_size=0 is not allowed: an integer >= 1"),
+    (["workload.model.depth=9"],
+     "workload.model.depth=9 is not allowed: 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"),
+    (["workload.model.arch=vgg"], "workload.model.arch=vgg is not allowed: one of resnet_cifar, resnet50"),
+    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, shuffle_buffer"),
+    (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
+    (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_value_gives_one_line_naming_key_and_allowed_values(overrides, message):
+    error = check_command_line(overrides)
+    assert error is not None and error.startswith(message)
+    assert "\n" not in error
+
+
+def test_every_job_of_a_sweep_is_checked_before_any_runs():
+    assert check_command_line(["-m", "echo.factor=1,2,4"]) is None
+    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1"
+    assert check_command_line(["-m", "workload=fashion_mnist,nope"]).startswith("workload=nope is not allowed")
+
+
+def test_good_command_lines_pass():
+    for argv in (["echo.factor=4"], ["workload=resnet50", "echo.factor=4"], ["echo=after_batching", "echo.factor=1.5"],
+                 ["echo=none"], ["--cfg", "job"]):
+        assert check_command_line(argv) is None, argv
+
+
+def test_a_placement_the_workload_has_no_stage_for():
+    cfg = compose_config("echo=before_augmentation")
+    with pytest.raises(ConfigError) as e:
+        validate(cfg, placements=("none", "before_batching", "after_batching"))
+    assert str(e.value) == ("echo.placement=before_augmentation is not allowed: workload fashion_mnist has no such "
+                            "stage; one of none, before_batching, after_batching")
+
+
+def test_the_program_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
+    for argv, message in [(["echo.factor=0"], "echo.factor=0 is not allowed"),
+                          (["workload=nope"], "workload=nope is not allowed")]:
+        proc = subprocess.run([sys.executable, "-m", "echo_experiments", *argv, f"hydra.run.dir={tmp_path}"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [f"error: {check_command_line(argv)}"]
+        assert message in proc.stderr and "Traceback" not in proc.stderr
