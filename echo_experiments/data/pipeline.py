@@ -1,0 +1,99 @@
+"""The training input pipeline with its echo points, and the evaluation pipeline.
+
+    records ─► read id ─► decode ─► shuffle ─►(E1)─► augment ─►(E2)─► batch ─►(E3)─► prefetch
+                                           before        after augmentation   after
+                                           augmentation  = before batching    batching
+
+A workload supplies the stages (:class:`Stages`); the echo config chooses at most one echo point, each
+followed by its optional shuffle buffer. With factor 1 (or placement none) no echo stage and no echo
+shuffle are inserted, so the baseline is exactly the plain pipeline.
+"""
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from echo_experiments.data.echo import echo
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+# Which echo point each placement names.
+POINT = {
+    "before_augmentation": "E1",
+    "after_augmentation": "E2",
+    "before_batching": "E2",
+    "after_batching": "E3",
+}
+
+Example = dict[str, tf.Tensor]
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The workload's part of the pipeline."""
+
+    decode: Callable[[Example], Example]
+    # (example, stateless seed of shape [2]) -> example; None when the pipeline has no augmentation.
+    augment: Optional[Callable[[Example, tf.Tensor], Example]] = None
+
+
+def stage_seed(seed: int, stage: str) -> int:
+    """An independent, reproducible seed for one random stage of the pipeline."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(stage.encode())]).generate_state(1)[0])
+
+
+def train_pipeline(records: tf.data.Dataset, stages: Stages, *, batch_size: int, shuffle_buffer: int,
+                   echo_cfg: Any, seed: int, epochs: Optional[int] = None) -> tf.data.Dataset:
+    """Training batches, each with the ``read_id`` of every example in it; endless unless ``epochs`` is set.
+
+    ``records`` is one epoch of source records; it is re-read (and may reorder its files) every epoch.
+    ``echo_cfg`` has ``placement``, ``factor`` and ``shuffle_buffer``.
+    """
+    ds = records.repeat(epochs).enumerate().map(_plain(lambda i, r: {**r, "read_id": i}))
+    ds = ds.map(_plain(stages.decode), num_parallel_calls=AUTOTUNE)
+    ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "shuffle"))
+    ds = _echo_point(ds, "E1", echo_cfg, seed)
+    if stages.augment is not None:
+        augment_seed = stage_seed(seed, "augment")
+        # Keyed on the position after E1, so the copies of an example echoed there augment differently.
+        augment = _plain(stages.augment)
+        ds = ds.enumerate().map(lambda i, x: augment(x, tf.stack([tf.constant(augment_seed, tf.int64), i])),
+                                num_parallel_calls=AUTOTUNE)
+    ds = _echo_point(ds, "E2", echo_cfg, seed)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = _echo_point(ds, "E3", echo_cfg, seed)
+    return ds.prefetch(AUTOTUNE)
+
+
+def _plain(fn: Callable) -> Callable:
+    """Trace a stage as written: stages branch only on Python values, so autograph has nothing to convert."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
+def _echo_point(ds: tf.data.Dataset, point: str, echo_cfg: Any, seed: int) -> tf.data.Dataset:
+    if echo_cfg.factor == 1 or POINT.get(echo_cfg.placement) != point:
+        return ds
+    ds = echo(ds, float(echo_cfg.factor), stage_seed(seed, "echo"))
+    if echo_cfg.shuffle_buffer > 0:
+        ds = ds.shuffle(echo_cfg.shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
+    return ds
+
+
+def eval_pipeline(examples: tf.data.Dataset, preprocess: Callable[[Example], Example], *, batch_size: int,
+                  limit: Optional[int] = None) -> tf.data.Dataset:
+    """Evaluation batches in a fixed order; the last may be short (see :func:`padded`)."""
+    if limit is not None:
+        examples = examples.take(limit)
+    return examples.map(_plain(preprocess), num_parallel_calls=AUTOTUNE).batch(batch_size).prefetch(AUTOTUNE)
+
+
+def padded(batches: tf.data.Dataset, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+    """NumPy batches padded to ``batch_size`` with a ``mask`` (1 = real example), so eval compiles once."""
+    for batch in batches.as_numpy_iterator():
+        n = len(next(iter(batch.values())))
+        out = {k: np.concatenate([v, np.zeros((batch_size - n,) + v.shape[1:], v.dtype)]) for k, v in batch.items()}
+        out["mask"] = (np.arange(batch_size) < n).astype(np.float32)
+        yield out

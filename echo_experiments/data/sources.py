@@ -1,0 +1,163 @@
+"""Where data lives: the one module that knows data set names, TFDS directories and offline copies.
+
+Training reads records with their images still encoded (decoding is its own stage of the pipeline, upstream
+of any echo point); evaluation reads them decoded. Nothing here downloads: a data set that is not prepared
+raises :class:`DataMissing` with the exact steps to get it.
+"""
+
+import contextlib
+import fcntl
+import gzip
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+FASHION_MNIST_DIR = Path(os.environ.get("ECHO_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
+                         "Bag", "Ankle boot"]
+
+HOW_TO_GET = {
+    "fashion_mnist": "install Debian's copy with `sudo apt-get install dataset-fashion-mnist` (or `make setup`), "
+                     "or prepare TFDS fashion_mnist into {data_dir}",
+    "cifar10": "on a machine with internet run `tfds build cifar10 --data_dir=/some/dir`, then copy "
+               "/some/dir/cifar10 to {data_dir}/cifar10 (or set data.dir=/some/dir)",
+    "imagenet2012": "download ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from image-net.org into "
+                    "~/tensorflow_datasets/downloads/manual, run `tfds build imagenet2012 --data_dir={data_dir}` "
+                    "(or set data.dir to a directory holding a prepared imagenet2012)",
+}
+
+
+class DataMissing(RuntimeError):
+    """A data set that is not on this machine; str() says how to get it."""
+
+
+@dataclass
+class Source:
+    """One data set split as TFDS serves it."""
+
+    name: str
+    builder: tfds.core.DatasetBuilder
+    split: str
+
+    @property
+    def num_examples(self) -> Optional[int]:
+        """The split's size when TFDS knows it (it does not under ``tfds.testing.mock_data``)."""
+        splits = self.builder.info.splits
+        return splits[self.split].num_examples if self.split in splits else None
+
+    @property
+    def num_classes(self) -> int:
+        return self.builder.info.features["label"].num_classes
+
+    def encoded(self, seed: int) -> tf.data.Dataset:
+        """One epoch of records, image bytes undecoded; files are read in a seeded order."""
+        return self._read(shuffle_files=True, decoders={"image": tfds.decode.SkipDecoding()},
+                          read_config=tfds.ReadConfig(shuffle_seed=seed, shuffle_reshuffle_each_iteration=True))
+
+    def decoded(self) -> tf.data.Dataset:
+        """The split in its stored order, decoded: for evaluation."""
+        return self._read(shuffle_files=False)
+
+    def _read(self, **kwargs) -> tf.data.Dataset:
+        splits = self.builder.info.splits
+        if splits and self.split not in splits:
+            raise DataMissing(f"{self.name} has no split {self.split!r}; it has {', '.join(splits)}")
+        try:
+            return self.builder.as_dataset(split=self.split, **kwargs)
+        except AssertionError as e:  # TFDS's way of saying the data set was never prepared here
+            if "could not find data" not in str(e):
+                raise
+            raise DataMissing(f"{self.name} is not prepared in {self.builder.data_dir_root}: "
+                              + HOW_TO_GET[self.name].format(data_dir=self.builder.data_dir_root)) from None
+
+
+def data_dir(configured: Optional[str]) -> Path:
+    """The TFDS data directory: the configured one, else $TFDS_DATA_DIR, else ~/tensorflow_datasets."""
+    path = configured or os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
+    return Path(os.path.expandvars(path)).expanduser()
+
+
+def load(dataset: str, split: str, directory: Path) -> Source:
+    """A split of a data set (preparing the offline Fashion-MNIST copy on first use).
+
+    Reading a data set that is not prepared raises DataMissing.
+    """
+    if dataset == "fashion_mnist":
+        return Source(dataset, _fashion_mnist(directory), split)
+    if dataset not in HOW_TO_GET:
+        raise DataMissing(f"unknown data set {dataset!r}; known: {', '.join(HOW_TO_GET)}")
+    return Source(dataset, tfds.builder(dataset, data_dir=str(directory)), split)
+
+
+def _fashion_mnist(directory: Path) -> tfds.core.DatasetBuilder:
+    if (directory / "fashion_mnist").is_dir():
+        official = tfds.builder("fashion_mnist", data_dir=str(directory))
+        if official.is_prepared():
+            return official
+    builder = DebianFashionMnist(data_dir=str(directory))
+    if not builder.is_prepared():
+        if not (FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").exists():
+            raise DataMissing(f"Fashion-MNIST is not in {FASHION_MNIST_DIR} nor prepared in {directory}: "
+                              + HOW_TO_GET["fashion_mnist"].format(data_dir=directory))
+        with _lock(directory / ".debian_fashion_mnist.lock"):
+            builder = DebianFashionMnist(data_dir=str(directory))
+            if not builder.is_prepared():  # another process may have prepared it while we waited
+                print(f"Preparing Fashion-MNIST from {FASHION_MNIST_DIR} into {directory} (once) ...", flush=True)
+                builder.download_and_prepare()
+    return builder
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX array (the MNIST file format): magic 0,0,type,ndim; big-endian dims; then the data."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] != b"\0\0" or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = raw[3]
+    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+class DebianFashionMnist(tfds.core.GeneratorBasedBuilder):
+    """Fashion-MNIST from Debian's dataset-fashion-mnist package, with TFDS fashion_mnist's features."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description="Fashion-MNIST (Xiao et al. 2017) read from " + str(FASHION_MNIST_DIR),
+            features=tfds.features.FeaturesDict({
+                "image": tfds.features.Image(shape=(28, 28, 1)),
+                "label": tfds.features.ClassLabel(names=FASHION_MNIST_CLASSES),
+            }),
+            supervised_keys=("image", "label"),
+            homepage="https://github.com/zalandoresearch/fashion-mnist",
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # nothing to download: the files are on disk
+        return {"train": self._generate_examples("train"), "test": self._generate_examples("t10k")}
+
+    def _generate_examples(self, prefix: str):
+        images = read_idx(FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")
+        labels = read_idx(FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")
+        for i, (image, label) in enumerate(zip(images, labels)):
+            yield i, {"image": image[..., None], "label": int(label)}
