@@ -1,0 +1,169 @@
+"""Image classification: Fashion-MNIST, CIFAR-10 and ImageNet with ResNets (the paper's ResNet-32 and -50).
+
+Pipeline recipe: decode the stored image; augment with pad-and-random-crop plus horizontal flip (small
+images) or random-resized-crop plus flip (ImageNet). Batches stay uint8 on the host; normalisation runs on
+the accelerator inside the jitted step.
+"""
+
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tensorflow as tf
+
+from echo_experiments.config import ConfigError
+from echo_experiments.data import sources
+from echo_experiments.data.pipeline import Stages, eval_pipeline, padded, train_pipeline
+from echo_experiments.models import resnet
+from echo_experiments.workloads.base import Workload
+
+# Per-channel mean and standard deviation of the training images, in [0, 1] units.
+NORMALIZATION = {
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "imagenet2012": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+}
+AUGMENT_KEYS = ("crop_padding", "flip", "image_size", "random_resized_crop")
+# Decoded eval splits up to this size are kept in memory between evaluations.
+EVAL_CACHE_BYTES = 1 << 30
+
+
+class ImageClassification(Workload):
+    placements = ("none", "before_augmentation", "after_augmentation", "before_batching", "after_batching")
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        if cfg.dataset not in NORMALIZATION:
+            raise ConfigError("workload.dataset", cfg.dataset, "one of " + ", ".join(NORMALIZATION))
+        for key in cfg.augment:
+            if key not in AUGMENT_KEYS:
+                raise ConfigError.unknown_key(f"workload.augment.{key}", list(AUGMENT_KEYS))
+        aug = cfg.augment
+        if not (isinstance(aug.get("crop_padding", 0), int) and aug.get("crop_padding", 0) >= 0):
+            raise ConfigError("workload.augment.crop_padding", aug.get("crop_padding"), "an integer >= 0")
+        for flag in ("flip", "random_resized_crop"):
+            if not isinstance(aug.get(flag, False), bool):
+                raise ConfigError(f"workload.augment.{flag}", aug.get(flag), "true or false")
+        size = aug.get("image_size")
+        if size is not None and not (isinstance(size, int) and size >= 8):
+            raise ConfigError("workload.augment.image_size", size, "null or an integer >= 8")
+        if cfg.target.metric not in ("accuracy", "loss"):
+            raise ConfigError("workload.target.metric", cfg.target.metric, "one of accuracy, loss")
+        resnet.build(cfg.model, num_classes=10)
+
+    def __init__(self, cfg: Any, data_dir):
+        super().__init__(cfg, data_dir)
+        self.check(cfg)
+        self.train_source = sources.load(cfg.dataset, cfg.train_split, data_dir)
+        self.eval_source = sources.load(cfg.dataset, cfg.eval_split, data_dir)
+        self.num_classes = self.train_source.num_classes
+        self.model = resnet.build(cfg.model, self.num_classes)
+        stored = self.train_source.builder.info.features["image"].shape
+        self.channels = stored[-1]
+        self.stored_shape = stored if None not in stored else None
+        # Plain values: the stage functions are traced by tf.data and must not read the config object.
+        self.image_size = cfg.augment.get("image_size")
+        self.crop_padding = int(cfg.augment.get("crop_padding", 0))
+        self.flip = bool(cfg.augment.get("flip", False))
+        self.random_resized_crop = bool(cfg.augment.get("random_resized_crop", False))
+        self.image_shape = (self.image_size, self.image_size, self.channels) if self.image_size else tuple(stored)
+        mean, std = NORMALIZATION[cfg.dataset]
+        self._mean = np.asarray(mean, np.float32) * 255
+        self._std = np.asarray(std, np.float32) * 255
+        self._eval_step = jax.jit(self._eval_sums)
+        self._eval_batches = self._eval_dataset()
+
+    # --- input pipeline -------------------------------------------------------------------------------
+
+    def train_batches(self, echo_cfg: Any, seed: int) -> tf.data.Dataset:
+        return train_pipeline(self.train_source.encoded(seed), Stages(self.decode, self.augment),
+                              batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
+                              echo_cfg=echo_cfg, seed=seed)
+
+    def decode(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        image = tf.io.decode_image(record["image"], channels=self.channels, expand_animations=False)
+        if self.stored_shape:
+            image.set_shape(self.stored_shape)
+        return {"image": image, "label": record["label"], "read_id": record["read_id"]}
+
+    def augment(self, example: Mapping[str, tf.Tensor], seed: tf.Tensor) -> dict[str, tf.Tensor]:
+        crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        image = example["image"]
+        if self.random_resized_crop:
+            image = _random_resized_crop(image, self.image_size, crop_seed)
+        elif self.image_size:
+            image = _center_crop(image, self.image_size)
+        if self.crop_padding:
+            pad = self.crop_padding
+            image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]])
+            image = tf.image.stateless_random_crop(image, self.image_shape, seed=crop_seed)
+        if self.flip:
+            image = tf.image.stateless_random_flip_left_right(image, seed=flip_seed)
+        return {**example, "image": image}
+
+    def _eval_dataset(self) -> tf.data.Dataset:
+        size = self.image_size
+        preprocess = lambda x: {"image": _center_crop(x["image"], size) if size else x["image"],  # noqa: E731
+                                "label": x["label"]}
+        batches = eval_pipeline(self.eval_source.decoded(), preprocess, batch_size=self.cfg.eval_batch_size,
+                                limit=self.cfg.eval_examples)
+        n = self.cfg.eval_examples or self.eval_source.num_examples
+        if n and self.stored_shape and not size and n * int(np.prod(self.stored_shape)) <= EVAL_CACHE_BYTES:
+            batches = batches.cache()
+        return batches
+
+    # --- model, loss, evaluation ----------------------------------------------------------------------
+
+    def init(self, rng: jax.Array) -> tuple[Any, Any]:
+        variables = self.model.init(rng, jnp.zeros((1,) + self.image_shape, jnp.float32), train=False)
+        return variables["params"], {"batch_stats": variables["batch_stats"]}
+
+    def _normalize(self, image: jax.Array) -> jax.Array:
+        return (image.astype(jnp.float32) - self._mean) / self._std
+
+    def loss(self, params, model_state, batch, rng):
+        del rng  # the ResNets have no dropout
+        logits, new_state = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]),
+                                             train=True, mutable=["batch_stats"])
+        labels = optax.smooth_labels(jax.nn.one_hot(batch["label"], self.num_classes), self.cfg.label_smoothing)
+        return optax.softmax_cross_entropy(logits, labels).mean(), new_state
+
+    def _eval_sums(self, params, model_state, batch):
+        logits = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]), train=False)
+        mask = batch["mask"]
+        losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
+        return {"correct": jnp.sum((jnp.argmax(logits, -1) == batch["label"]) * mask),
+                "loss": jnp.sum(losses * mask), "count": jnp.sum(mask)}
+
+    def evaluate(self, params, model_state) -> dict[str, float]:
+        totals = None
+        for batch in padded(self._eval_batches, self.cfg.eval_batch_size):
+            sums = self._eval_step(params, model_state, batch)
+            totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+        totals = jax.device_get(totals)
+        count = float(totals["count"])
+        return {"accuracy": float(totals["correct"]) / count, "loss": float(totals["loss"]) / count}
+
+
+def _center_crop(image: tf.Tensor, size: int) -> tf.Tensor:
+    """Resize the shorter side to size / 0.875, then take the central size x size (the usual eval crop)."""
+    shape = tf.cast(tf.shape(image)[:2], tf.float32)
+    scale = (size / 0.875) / tf.reduce_min(shape)
+    resized = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32))
+    return _to_uint8(tf.image.resize_with_crop_or_pad(resized, size, size))
+
+
+def _random_resized_crop(image: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Tensor:
+    """A random crop of 8%-100% of the area and 3/4-4/3 aspect ratio, resized to size x size."""
+    begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed,
+        min_object_covered=0.1, aspect_ratio_range=(3 / 4, 4 / 3), area_range=(0.08, 1.0), max_attempts=10,
+        use_image_if_no_bounding_boxes=True)
+    crop = tf.slice(image, begin, extent)
+    return _to_uint8(tf.image.resize(crop, (size, size)))
+
+
+def _to_uint8(image: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)

@@ -1,0 +1,62 @@
+"""The paper's image workloads (ResNet-32 on CIFAR-10, ResNet-50 on ImageNet) on tfds.testing.mock_data."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from conftest import compose_config
+from echo_experiments.models import resnet
+from echo_experiments.workloads import make
+
+
+def n_params(module, shape):
+    variables = jax.eval_shape(functools.partial(module.init, train=False), jax.random.PRNGKey(0), jnp.zeros(shape))
+    return sum(int(np.prod(p.shape)) for p in jax.tree.leaves(variables["params"]))
+
+
+def test_resnet50_has_the_published_parameter_count():
+    # 25,557,032: ResNet-50 with a 1000-way classifier (He et al. 2016; torchvision's count).
+    assert n_params(resnet.build({"arch": "resnet50"}, 1000), (1, 224, 224, 3)) == 25_557_032
+
+
+def test_resnet32_is_the_046M_cifar_network():
+    # He et al. report 0.46M with zero-padding shortcuts; 1x1 projections at the two downsamplings add 2.6k.
+    count = n_params(resnet.build({"arch": "resnet_cifar", "depth": 32, "width": 16}, 10), (1, 32, 32, 3))
+    assert 460_000 <= count <= 467_000
+
+
+def test_cifar10_pipeline_and_evaluation(tmp_path):
+    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "workload.batch_size=4",
+                         "workload.eval_batch_size=4", "workload.model.depth=8", f"data.dir={tmp_path}")
+    with tfds.testing.mock_data(num_examples=12):
+        workload = make(cfg.workload, tmp_path)
+        batch = next(workload.train_batches(cfg.echo, seed=0).as_numpy_iterator())
+        params, state = jax.jit(workload.init)(jax.random.PRNGKey(0))
+        metrics = workload.evaluate(params, state)
+    assert batch["image"].shape == (4, 32, 32, 3) and batch["image"].dtype == np.uint8
+    assert batch["read_id"].tolist()[0::2] == batch["read_id"].tolist()[1::2]  # e=2 copies, adjacent
+    assert 0 <= metrics["accuracy"] <= 1 and np.isfinite(metrics["loss"])
+
+
+def test_imagenet_pipeline_crops_to_224(tmp_path):
+    cfg = compose_config("workload=resnet50", "workload.batch_size=2", "workload.eval_batch_size=2",
+                         f"data.dir={tmp_path}")
+    with tfds.testing.mock_data(num_examples=4):
+        workload = make(cfg.workload, tmp_path)
+        train = next(workload.train_batches(cfg.echo, seed=0).as_numpy_iterator())
+        evaluation = next(workload._eval_batches.as_numpy_iterator())
+    assert train["image"].shape == (2, 224, 224, 3) and train["image"].dtype == np.uint8
+    assert evaluation["image"].shape == (2, 224, 224, 3)
+    assert workload.num_classes == 1000
+
+
+@pytest.mark.parametrize("workload_name", ["resnet32", "resnet50"])
+def test_paper_workloads_keep_paper_settings(workload_name):
+    cfg = compose_config(f"workload={workload_name}")
+    expected_batch = {"resnet32": 128, "resnet50": 1024}[workload_name]
+    assert cfg.workload.batch_size == expected_batch
+    assert cfg.optimizer.nesterov and cfg.optimizer.schedule == "linear_decay"
