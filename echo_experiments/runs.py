@@ -1,0 +1,77 @@
+"""Run directories: the contract between the trainer, the tuner and the reporter.
+
+    config.yaml     the fully resolved config
+    metrics.jsonl   one JSON object per evaluation, flushed as written (a killed run keeps them)
+    summary.json    written once, atomically, when the run ends; its absence marks an interrupted run
+"""
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
+STATUSES = ("reached_target", "not_reached", "diverged", "failed")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old content or all of the new, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    """Floats that JSON cannot hold (nan, inf) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class RunDir:
+    """One run's directory."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_config(self, cfg: DictConfig) -> None:
+        write_atomic(self.path / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        with open(self.path / METRICS, "a") as f:
+            f.write(json.dumps(_jsonable(row)) + "\n")
+            f.flush()
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        if summary.get("status") not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {summary.get('status')!r}")
+        write_atomic(self.path / SUMMARY, json.dumps(_jsonable(summary), indent=2) + "\n")
+
+    def summary(self) -> Optional[dict[str, Any]]:
+        path = self.path / SUMMARY
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def metrics(self) -> Iterator[dict[str, Any]]:
+        path = self.path / METRICS
+        if path.exists():
+            with open(path) as f:
+                for line in f:
+                    if line.strip():
+                        yield json.loads(line)

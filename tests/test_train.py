@@ -1,0 +1,89 @@
+"""End-to-end training on real Fashion-MNIST: target detection, exact fresh counts, divergence, determinism."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import compose_config
+from echo_experiments.runs import RunDir
+from echo_experiments.train import run
+
+# A narrow network, a 2,000-image eval set and a constant rate: reaches 70% in a few hundred steps.
+FAST = ["workload.model.width=4", "workload.batch_size=64", "workload.eval_examples=2000",
+        "workload.shuffle_buffer=2000", "optimizer.schedule=constant", "optimizer.learning_rate=0.05",
+        "trainer.eval_every_fresh_examples=2048", "trainer.max_steps=600", "trainer.progress=false"]
+SUMMARY_KEYS = {"workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
+                "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
+                "steps_to_target", "seconds_to_target", "final_metrics"}
+
+
+def train(tmp_path, *overrides):
+    summary = run(compose_config(*FAST, *overrides), tmp_path)
+    return summary, list(RunDir(tmp_path).metrics())
+
+
+def test_run_stops_at_its_target_and_records_fresh_examples_to_target(tmp_path):
+    summary, rows = train(tmp_path, "workload.target.value=0.7")
+    assert summary["status"] == "reached_target"
+    first = next(r for r in rows if r["accuracy"] >= 0.7)
+    assert first is rows[-1]  # it stopped at the first evaluation that met the target
+    assert all(r["accuracy"] < 0.7 for r in rows[:-1])
+    assert summary["fresh_examples_to_target"] == first["fresh_examples"] == summary["fresh_examples"]
+    assert summary["steps_to_target"] == first["step"] == summary["steps"] < 600
+    assert summary["seconds_to_target"] == first["wall_time_s"]
+    assert summary["target"] == {"metric": "accuracy", "value": 0.7, "mode": "max"}
+    assert SUMMARY_KEYS <= set(summary)
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["workload"]["target"]["value"] == 0.7
+    # Evaluations fall on the fresh-example cadence: each row is the first step past a multiple of 2048.
+    assert [r["fresh_examples"] for r in rows] == [2048 * (i + 1) for i in range(len(rows))]
+
+
+@pytest.mark.parametrize("echo,fresh_after", [
+    # Example echoing, factor 2, no echo shuffle: copies are adjacent, so a batch of 64 holds 32 fresh examples.
+    (["echo=before_augmentation"], lambda step: 32 * step),
+    # Batch echoing, factor 2: a fresh batch of 64 every other step.
+    (["echo=after_batching"], lambda step: 64 * math.ceil(step / 2)),
+])
+def test_echoed_runs_count_fresh_examples_exactly(tmp_path, echo, fresh_after):
+    summary, rows = train(tmp_path, *echo, "trainer.max_steps=50", "trainer.eval_every_fresh_examples=640",
+                          "workload.target.value=0.99")
+    assert summary["status"] == "not_reached" and summary["fresh_examples_to_target"] is None
+    assert summary["echo_factor"] == 2.0 and summary["steps"] == 50
+    assert summary["fresh_examples"] == fresh_after(50)
+    assert summary["examples_trained"] == 50 * 64
+    for r in rows:
+        assert r["fresh_examples"] == fresh_after(r["step"])
+
+
+def test_a_diverging_run_stops_cleanly_and_says_so(tmp_path):
+    summary, rows = train(tmp_path, "optimizer.learning_rate=1e6", "workload.target.value=0.99")
+    assert summary["status"] == "diverged"
+    assert summary["steps"] < 600 and summary["fresh_examples_to_target"] is None
+    assert rows and rows[-1]["train_loss"] is None  # NaN is written as null
+
+
+def test_the_same_seed_gives_the_same_run(tmp_path):
+    args = ["echo=before_augmentation", "echo.factor=1.5", "echo.shuffle_buffer=256", "trainer.max_steps=30",
+            "trainer.eval_every_fresh_examples=640", "workload.target.value=0.99"]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("time_s")} for r in rows]  # noqa: E731
+    _, a = train(tmp_path / "a", *args)
+    _, b = train(tmp_path / "b", *args)
+    _, c = train(tmp_path / "c", *args, "seed=1")
+    assert strip(a) == strip(b) and len(a) >= 2
+    assert strip(a) != strip(c)
+
+
+def test_command_line_run_writes_the_run_directory(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *FAST, "workload.target.value=0.5",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "reached_target" and summary["workload"] == "fashion_mnist"
+    assert summary["placement"] == "none" and summary["echo_factor"] == 1.0
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") >= 1
+    assert "reached_target" in proc.stderr + proc.stdout
