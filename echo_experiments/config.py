@@ -8,9 +8,10 @@ and what is allowed.
 This module imports no TensorFlow or JAX: the command line is checked before anything heavy loads.
 """
 
+import hashlib
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -35,6 +36,8 @@ class ConfigError(ValueError):
 
 def _show(value: Any) -> str:
     """A value as the user would type it: 2 rather than 2.0."""
+    if value is None:
+        return "null"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, str):
@@ -63,6 +66,16 @@ class TargetConfig:
 
 
 @dataclass
+class SearchDimension:
+    """One tuned metaparameter: a dotted config key and its range on a scale."""
+
+    key: str = _f(MISSING, "a config key, e.g. optimizer.learning_rate")
+    low: float = _f(MISSING, "a real number")
+    high: float = _f(MISSING, "a real number")
+    scale: str = _f("linear", "one of linear, log, log_one_minus, int")
+
+
+@dataclass
 class WorkloadConfig:
     name: str = _f(MISSING, "a workload name")
     task: str = _f(MISSING, "a registered task")
@@ -79,6 +92,8 @@ class WorkloadConfig:
     model: Dict[str, Any] = _f(allowed="a mapping of model options", default_factory=dict)
     label_smoothing: float = _f(0.0, "a real number in [0, 1)")
     target: TargetConfig = _f(allowed="metric, value, mode", default_factory=TargetConfig)
+    # What a tuning study searches over (see tuning.py).
+    search_space: List[SearchDimension] = _f(allowed="a list of key, low, high, scale", default_factory=list)
 
 
 @dataclass
@@ -99,10 +114,23 @@ class OptimizerConfig:
 class TrainerConfig:
     max_steps: int = _f(10_000, "an integer >= 1")
     eval_every_fresh_examples: int = _f(10_000, "an integer >= 1")
+    # Stop once this many fresh examples were read (the paper's fixed-budget comparison); null = no limit.
+    max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1")
     stop_at_target: bool = _f(True, "true or false")
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)")
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
     compilation_cache_dir: Optional[str] = _f("~/.cache/echo_experiments/jax", "null (no cache) or a directory path")
+
+
+@dataclass
+class TuningConfig:
+    # Both null outside a study. With -m tuning=study, the sweep runs every (study, trial) pair.
+    study: Optional[int] = _f(None, "null or an integer >= 0")
+    trial: Optional[int] = _f(None, "null or an integer >= 0")
+    studies: int = _f(2, "an integer >= 1 (independent repeats of the search)")
+    trials: int = _f(8, "an integer >= 1 (trials per study)")
+    seed: int = _f(0, "an integer >= 0 (seeds the quasi-random sequences)")
+    sampler: str = _f("halton", "one of halton, sobol")
 
 
 @dataclass
@@ -118,10 +146,21 @@ class Config:
     optimizer: OptimizerConfig = _f(allowed="an optimizer config", default_factory=OptimizerConfig)
     trainer: TrainerConfig = _f(allowed="a trainer config", default_factory=TrainerConfig)
     data: DataConfig = _f(allowed="a data config", default_factory=DataConfig)
+    tuning: TuningConfig = _f(allowed="a tuning config", default_factory=TuningConfig)
     seed: int = _f(0, "an integer >= 0")
 
 
 ConfigStore.instance().store(name="base_config", node=Config)
+
+
+def short_name(name: str, limit: int = 120) -> str:
+    """A directory name from a job's overrides, cut to a length every file system takes (with a hash)."""
+    if len(name) <= limit:
+        return name
+    return f"{name[:limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+
+
+OmegaConf.register_new_resolver("short_name", short_name, replace=True)
 
 
 def _lookup(key: str) -> tuple[Any, str]:
@@ -197,7 +236,18 @@ def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
            "optimizer.decay_steps", o.decay_steps)
     _check(_is_real(o.final_fraction) and 0 <= o.final_fraction <= 1, "optimizer.final_fraction", o.final_fraction)
 
+    tu = cfg.tuning
+    for key in ("study", "trial"):
+        value = tu[key]
+        _check(value is None or (_is_int(value) and value >= 0), f"tuning.{key}", value)
+    _check(_is_int(tu.studies) and tu.studies >= 1, "tuning.studies", tu.studies)
+    _check(_is_int(tu.trials) and tu.trials >= 1, "tuning.trials", tu.trials)
+    _check(_is_int(tu.seed) and tu.seed >= 0, "tuning.seed", tu.seed)
+    _check(tu.sampler in ("halton", "sobol"), "tuning.sampler", tu.sampler)
+
     _check(_is_int(t.max_steps) and t.max_steps >= 1, "trainer.max_steps", t.max_steps)
+    _check(t.max_fresh_examples is None or (_is_int(t.max_fresh_examples) and t.max_fresh_examples >= 1),
+           "trainer.max_fresh_examples", t.max_fresh_examples)
     _check(_is_int(t.eval_every_fresh_examples) and t.eval_every_fresh_examples >= 1,
            "trainer.eval_every_fresh_examples", t.eval_every_fresh_examples)
 

@@ -30,11 +30,11 @@ def check_command_line(argv: list[str]) -> Optional[str]:
         return None
     if args.config_path or args.config_dir:
         return None  # a user config tree: each job still validates itself
-    from echo_experiments.workloads import check_config  # imports the tasks (TensorFlow, JAX)
+    from echo_experiments.train import resolve_config  # imports the tasks (TensorFlow, JAX)
 
     try:
         for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config"):
-            check_config(cfg)
+            resolve_config(cfg)
     except C.ConfigError as e:
         return str(e)
     return None
@@ -62,8 +62,12 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             if key not in sweeps:
                 ov = parser.parse_override(f"{key}={spec}")
                 sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
+        jobs = 0
         for combo in _combinations(sweeps):
+            jobs += 1
             yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo])
+        if not jobs:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
+            yield first
 
 
 def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:

@@ -51,8 +51,10 @@ class RunDir:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
 
-    def write_config(self, cfg: DictConfig) -> None:
+    def start(self, cfg: DictConfig) -> None:
+        """Begin (or begin again) a run: write its config; rows of an interrupted attempt are dropped."""
         write_atomic(self.path / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+        (self.path / METRICS).unlink(missing_ok=True)
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         with open(self.path / METRICS, "a") as f:
@@ -63,6 +65,14 @@ class RunDir:
         if summary.get("status") not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {summary.get('status')!r}")
         write_atomic(self.path / SUMMARY, json.dumps(_jsonable(summary), indent=2) + "\n")
+
+    def differences(self, cfg: DictConfig) -> list[str]:
+        """The dotted keys at which this run's stored config differs from ``cfg`` ([] if none is stored)."""
+        path = self.path / CONFIG
+        if not path.exists():
+            return []
+        stored = OmegaConf.to_container(OmegaConf.load(path))
+        return _diff(stored, OmegaConf.to_container(cfg, resolve=True))
 
     def summary(self) -> Optional[dict[str, Any]]:
         path = self.path / SUMMARY
@@ -75,3 +85,10 @@ class RunDir:
                 for line in f:
                     if line.strip():
                         yield json.loads(line)
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [k for key in sorted(set(a) | set(b), key=str)
+                for k in _diff(a.get(key), b.get(key), f"{prefix}{key}.")]
+    return [] if a == b else [prefix.rstrip(".")]

@@ -17,13 +17,15 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 from echo_experiments import optim
+from echo_experiments.config import ConfigError
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
 from echo_experiments.runs import RunDir
+from echo_experiments.tuning import apply_trial
 from echo_experiments.workloads import Workload, check_config, make
 
 log = logging.getLogger(__name__)
@@ -53,16 +55,34 @@ def make_train_step(workload: Workload, tx: optax.GradientTransformation):
     return jax.jit(train_step, donate_argnums=0)
 
 
+def resolve_config(cfg: DictConfig) -> DictConfig:
+    """The config a run trains with: validated, with a tuning trial's values applied (and validated)."""
+    check_config(cfg)
+    trial_cfg = apply_trial(cfg)
+    if trial_cfg is not cfg:
+        check_config(trial_cfg)
+    return trial_cfg
+
+
 def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     """Validate the config, train, and write the run directory. Returns the summary.
 
     Raises ConfigError for a bad value and DataMissing for an absent data set before training starts.
     """
-    check_config(cfg)
+    cfg = resolve_config(cfg)
+    run_dir = RunDir(out_dir)
+    done = run_dir.summary()
+    if done is not None:  # a rerun sweep finishes what is missing and redoes nothing
+        changed = run_dir.differences(cfg)
+        if changed:
+            raise ConfigError("hydra.run.dir", str(run_dir.path), "", (
+                f"{run_dir.path} already holds a complete run with another config (it differs at "
+                f"{', '.join(changed[:5])}): choose another hydra.run.dir or hydra.sweep.dir"))
+        log.info("%s is complete (%s); not run again", run_dir.path, done["status"])
+        return done
     if cfg.trainer.compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", str(Path(cfg.trainer.compilation_cache_dir).expanduser()))
-    run_dir = RunDir(out_dir)
-    run_dir.write_config(cfg)
+    run_dir.start(cfg)
     workload = make(cfg.workload, data_dir(cfg.data.dir))
     summary = _summary_head(cfg)
     try:
@@ -79,16 +99,19 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
 
 def _summary_head(cfg: DictConfig) -> dict[str, Any]:
     factor = float(cfg.echo.factor)
+    echoing = factor != 1
+    in_study = cfg.tuning.study is not None
     return {
         "workload": cfg.workload.name,
-        # The effective placement: factor 1 is the plain pipeline wherever the stage was named.
-        "placement": cfg.echo.placement if factor != 1 else "none",
+        # The effective pipeline: factor 1 is the plain pipeline (no echo stage, no echo shuffle).
+        "placement": cfg.echo.placement if echoing else "none",
         "echo_factor": factor,
         "batch_size": int(cfg.workload.batch_size),
-        "shuffle_buffer": int(cfg.echo.shuffle_buffer),
+        "shuffle_buffer": int(cfg.echo.shuffle_buffer) if echoing else 0,
         "seed": int(cfg.seed),
-        "study": OmegaConf.select(cfg, "tuning.study", default=None),
-        "trial": OmegaConf.select(cfg, "tuning.trial", default=None),
+        "study": cfg.tuning.study,
+        "trial": cfg.tuning.trial,
+        "tuning_seed": int(cfg.tuning.seed) if in_study else None,
     }
 
 
@@ -126,7 +149,8 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
         state, loss = train_step(state, batch)
         losses.append(loss)
         bar.update()
-        if fresh.count < next_eval and step < t.max_steps:
+        out_of_budget = t.max_fresh_examples is not None and fresh.count >= t.max_fresh_examples
+        if fresh.count < next_eval and step < t.max_steps and not out_of_budget:
             continue
         train_loss = float(jnp.mean(jnp.stack(losses)))  # waits for the last step
         losses = []
@@ -155,6 +179,8 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
                      ">=" if target.mode == "max" else "<=", target.value, step, fresh.count)
             if t.stop_at_target:
                 break
+        if out_of_budget:
+            break
     bar.close()
     return {
         "status": status,

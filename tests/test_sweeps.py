@@ -1,0 +1,89 @@
+"""Sweeps through Hydra multirun: tuning studies, launchers, and finishing an interrupted sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import compose_config
+from echo_experiments.config import ConfigError
+from echo_experiments.train import run
+from echo_experiments.tuning import trial_values
+from test_train import FAST
+
+# Each job: 20 steps of a narrow network, never reaching its target.
+TINY = [*FAST, "trainer.max_steps=20", "trainer.eval_every_fresh_examples=640", "workload.target.value=0.99"]
+
+
+def command(sweep_dir, *args):
+    return [sys.executable, "-m", "echo_experiments", "-m", *TINY, f"hydra.sweep.dir={sweep_dir}", *args]
+
+
+def summaries(sweep_dir):
+    return {p.parent.name: json.loads(p.read_text()) for p in sweep_dir.glob("*/summary.json")}
+
+
+def test_tuning_study_runs_each_trial_with_its_quasi_random_values(tmp_path):
+    proc = subprocess.run(command(tmp_path, "tuning=study", "tuning.studies=2", "tuning.trials=2"),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = summaries(tmp_path)
+    assert sorted((s["study"], s["trial"]) for s in found.values()) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    space = compose_config().workload.search_space
+    seeds = set()
+    for name, summary in found.items():
+        stored = yaml.safe_load((tmp_path / name / "config.yaml").read_text())
+        expected = trial_values(space, summary["study"], summary["trial"])
+        assert stored["optimizer"]["learning_rate"] == pytest.approx(expected["optimizer.learning_rate"])
+        assert stored["optimizer"]["decay_steps"] == expected["optimizer.decay_steps"]
+        assert stored["optimizer"]["momentum"] == pytest.approx(expected["optimizer.momentum"])
+        seeds.add(summary["seed"])
+    assert len(seeds) == 4  # every trial trains from its own seed
+
+
+def test_a_killed_sweep_finishes_on_rerun_without_redoing_complete_trials(tmp_path):
+    args = command(tmp_path, "echo.factor=1,1.5,2", "echo.placement=before_batching")
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 600
+    while not summaries(tmp_path) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = summaries(tmp_path)
+    assert 1 <= len(first) < 3, "the sweep should have been killed part-way"
+    stamps = {name: (tmp_path / name / "summary.json").stat().st_mtime_ns for name in first}
+
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = summaries(tmp_path)
+    assert sorted(s["echo_factor"] for s in after.values()) == [1.0, 1.5, 2.0]
+    for name in first:  # complete trials were not run again
+        assert (tmp_path / name / "summary.json").stat().st_mtime_ns == stamps[name]
+        assert after[name] == first[name]
+    assert (rerun.stdout + rerun.stderr).count("not run again") == len(first)
+    for name in after:  # the interrupted trial was redone from the start: one row per evaluation
+        steps = [json.loads(r)["step"] for r in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        assert steps == sorted(set(steps)) and steps[-1] == after[name]["steps"]
+
+
+def test_a_complete_run_directory_is_not_reused_for_another_config(tmp_path):
+    run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
+    with pytest.raises(ConfigError, match="already holds a complete run with another config .*trainer.max_steps"):
+        run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
+
+
+@pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                                      ["hydra/launcher=local", "hydra.launcher.timeout_min=10"]],
+                         ids=["joblib", "submitit_local"])
+def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
+    proc = subprocess.run(command(tmp_path, *launcher, "echo.factor=1,2"), capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = summaries(tmp_path)
+    assert sorted(s["echo_factor"] for s in found.values()) == [1.0, 2.0]
+    assert all(s["status"] == "not_reached" and s["steps"] == 20 for s in found.values())
