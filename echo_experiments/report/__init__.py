@@ -1,0 +1,1 @@
+"""The reporter: run directories in, tables, figures and report.md out (python -m echo_experiments.report)."""

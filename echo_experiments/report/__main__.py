@@ -1,0 +1,113 @@
+"""``python -m echo_experiments.report RUN_DIRS... --out DIR``: tables, figures and report.md from runs.
+
+Writes fresh_examples_to_target.csv, speedups.csv, final_performance.csv, trials.csv, curves.csv,
+skipped.csv, figures/*.png|svg and report.md into DIR. Run directories that cannot be counted are listed
+(stderr, skipped.csv, report.md) and left out.
+"""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, also where a display exists
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from echo_experiments.report import figures, tables  # noqa: E402
+from echo_experiments.report.collect import collect  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.report", description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them (any depth)")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the report")
+    args = parser.parse_args(argv)
+    trials, curves, skipped = collect(args.runs)
+    for s in skipped:
+        print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
+    if trials.empty:
+        print(f"error: no complete run directory under {', '.join(map(str, args.runs))}", file=sys.stderr)
+        return 1
+    written = write_report(trials, curves, skipped, args.out, command=" ".join(["python -m echo_experiments.report",
+                                                                                 *(argv or sys.argv[1:])]))
+    print(f"{len(trials)} runs ({len(skipped)} skipped) -> {args.out}: {', '.join(written)}")
+    return 0
+
+
+def write_report(trials: pd.DataFrame, curves: pd.DataFrame, skipped: list, out: Path, command: str) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    fresh = tables.fresh_examples_to_target(trials)
+    speed = tables.speedups(trials)
+    final = tables.final_performance(trials)
+    best = tables.best_trials(trials)
+    target = trials[["path", "target_metric", "target_value"]]
+    curve_rows = (best.merge(target, left_on="best_path", right_on="path")
+                  .merge(curves, on="path") if not curves.empty else pd.DataFrame())
+    outputs = {"fresh_examples_to_target.csv": fresh, "speedups.csv": speed, "final_performance.csv": final,
+               "trials.csv": trials, "curves.csv": curve_rows,
+               "skipped.csv": pd.DataFrame([vars(s) for s in skipped], columns=["path", "reason"])}
+    for name, frame in outputs.items():
+        frame.to_csv(out / name, index=False)
+    (out / "figures").mkdir(exist_ok=True)
+    drawn = figures.draw_all(fresh, speed, curve_rows)
+    for name, fig in drawn.items():
+        for ext in ("png", "svg"):
+            fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120)
+        plt.close(fig)
+    (out / "report.md").write_text(markdown(fresh, speed, final, trials, skipped, drawn, command))
+    return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
+
+
+def _cell(value, kind: str = "") -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        if math.isinf(value):
+            return "not reached" if kind in ("count", "seconds") else "inf"
+        if kind == "count":
+            return f"{value:,.0f}"
+        if kind == "seconds":
+            return f"{value:,.1f}"
+        return f"{value:.3g}" if kind != "int" else f"{value:.0f}"
+    return str(value)
+
+
+def _md_table(frame: pd.DataFrame, kinds: dict[str, str]) -> str:
+    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
+    body = "".join("| " + " | ".join(_cell(v, kinds.get(c, "")) for c, v in row.items()) + " |\n"
+                   for _, row in frame.iterrows())
+    return head + body
+
+
+def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
+    counts = {c: "count" for c in ("median", "min", "max")}
+    seconds = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds")}
+    parts = [
+        "# Data echoing report\n",
+        f"Made by `{command}` from {len(trials)} complete runs"
+        f" ({trials['status'].value_counts().to_dict()}).\n",
+        "Each condition's value is the median over studies of the study's best trial (the trial that reached the "
+        "target with the fewest fresh examples); min and max are over studies. A study that never reached the "
+        "target counts as not reached (infinitely many fresh examples), never as zero. "
+        "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
+        "## Fresh examples to target\n", _md_table(fresh, counts),
+        "## Training seconds to target and speedup\n",
+        "Seconds exclude evaluation. The ideal speedup is min(e, R), R = upstream / downstream time per step, "
+        "where the runs measured it.\n",
+        _md_table(speed, seconds),
+        "## Best metric reached (final performance)\n", _md_table(final, {}),
+    ]
+    if drawn:
+        parts.append("## Figures\n")
+        parts += [f"![{name}](figures/{name}.png)\n" for name in drawn]
+    if skipped:
+        parts.append("## Skipped run directories\n")
+        parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Read run directories (at any depth) into a table of trials and their metric curves.
+
+A directory counts as a run when it holds any of the run files (config.yaml, metrics.jsonl, summary.json).
+Runs that cannot be counted (interrupted, malformed, incomplete) are returned as :class:`Skipped` with the
+reason, never silently dropped.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pandas as pd
+
+from echo_experiments.runs import CONFIG, METRICS, STATUSES, SUMMARY
+
+REQUIRED = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
+            "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
+            "steps_to_target", "seconds_to_target")
+TIMING = ("upstream_s_per_batch", "downstream_s_per_step", "accelerator_idle_fraction")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+def run_dirs(paths: Iterable[Path | str]) -> Iterator[Path]:
+    """Every run directory under the given paths, each once, in sorted order."""
+    found: set[Path] = set()
+    for root in map(Path, paths):
+        if not root.exists():
+            continue
+        candidates = [root] if root.is_dir() else []
+        candidates += [p.parent for name in (SUMMARY, METRICS, CONFIG) for p in root.rglob(name)]
+        for d in candidates:
+            if ".hydra" in d.parts or not any((d / name).exists() for name in (SUMMARY, METRICS, CONFIG)):
+                continue
+            found.add(d.resolve())
+    yield from sorted(found)
+
+
+def _read_summary(directory: Path) -> dict[str, Any]:
+    """The summary of a complete run; ValueError says why it cannot be counted."""
+    path = directory / SUMMARY
+    if not path.exists():
+        raise ValueError("interrupted: no summary.json")
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"malformed summary.json: {e}") from None
+    if not isinstance(summary, dict):
+        raise ValueError("malformed summary.json: not a JSON object")
+    missing = [k for k in REQUIRED if k not in summary]
+    if missing:
+        raise ValueError(f"summary.json lacks {', '.join(missing)}")
+    if summary["status"] not in STATUSES:
+        raise ValueError(f"unknown status {summary['status']!r}")
+    if summary["status"] == "reached_target" and not _is_number(summary["fresh_examples_to_target"]):
+        raise ValueError("reached_target without fresh_examples_to_target")
+    target = summary["target"]
+    if not (isinstance(target, dict) and {"metric", "value", "mode"} <= set(target)):
+        raise ValueError("summary.json target lacks metric, value, mode")
+    return summary
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _read_metrics(directory: Path) -> list[dict[str, Any]]:
+    path = directory / METRICS
+    if not path.exists():
+        return []
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise ValueError(f"malformed metrics.jsonl line {i}") from None
+    return rows
+
+
+def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, list[Skipped]]:
+    """(trials, curves, skipped): one trial row per complete run, its metric rows, and what was left out."""
+    trials, curves, skipped = [], [], []
+    for directory in run_dirs(paths):
+        try:
+            summary = _read_summary(directory)
+            rows = _read_metrics(directory)
+        except ValueError as e:
+            skipped.append(Skipped(str(directory), str(e)))
+            continue
+        target = summary["target"]
+        values = [r[target["metric"]] for r in rows if _is_number(r.get(target["metric"]))]
+        best = (max if target["mode"] == "max" else min)(values) if values else math.nan
+        trials.append({
+            **{k: summary[k] for k in REQUIRED if k != "target"},
+            "study_key": _study_key(summary, directory),
+            "target_metric": target["metric"], "target_value": target["value"], "target_mode": target["mode"],
+            "best_metric": best,
+            **{k: summary.get(k) for k in TIMING},
+            "path": str(directory),
+        })
+        curves += [{"path": str(directory), **r} for r in rows]
+    trials, curves = pd.DataFrame(trials), pd.DataFrame(curves)
+    trials, off_target = _one_target_per_workload(trials)
+    if off_target:
+        skipped += off_target
+        curves = curves[curves["path"].isin(trials["path"])]
+    return trials, curves, skipped
+
+
+def _one_target_per_workload(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[Skipped]]:
+    """Fresh examples to different targets cannot be pooled: keep each workload's most common target."""
+    if trials.empty:
+        return trials, []
+    target = trials["target_metric"] + trials["target_mode"].map({"max": ">=", "min": "<="}) \
+        + trials["target_value"].map(lambda v: f"{v:g}")
+    keep = target == target.groupby(trials["workload"]).transform(lambda t: t.value_counts().index[0])
+    skipped = [Skipped(p, f"its target {t} differs from the other {w} runs' {target[keep & (trials['workload'] == w)].iloc[0]}")
+               for p, t, w in zip(trials["path"][~keep], target[~keep], trials["workload"][~keep])]
+    return trials[keep].reset_index(drop=True), skipped
+
+
+def _study_key(summary: dict[str, Any], directory: Path) -> str:
+    """Trials of one search share a key; a run outside a study is a one-trial study of its own."""
+    if summary["study"] is None:
+        return f"run:{directory}"
+    return f"study:{summary.get('tuning_seed', 0)}:{summary['study']}"

@@ -1,0 +1,216 @@
+"""The paper's figures, drawn from the report's tables (as written to, or read back from, CSV).
+
+Each function returns a matplotlib Figure, or None when the tables hold nothing for it. Points are medians
+over studies with min-max error bars; a condition whose median study never reached the target is left out
+of the line and named in the legend.
+"""
+
+import math
+from typing import Optional
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+LABELS = {"none": "baseline", "before_augmentation": "example, before aug.", "after_augmentation": "example, after aug.",
+          "before_batching": "example echoing", "after_batching": "batch echoing"}
+
+
+def _label(placement: str, shuffle_buffer: int = 0) -> str:
+    text = LABELS.get(placement, placement)
+    return f"{text} (shuffle {shuffle_buffer})" if shuffle_buffer else text
+
+
+def _panels(workloads: list[str], title: str) -> tuple[Figure, list]:
+    fig, axes = plt.subplots(1, len(workloads), figsize=(5.2 * len(workloads), 4), squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+def _errorbar(ax, x, rows: pd.DataFrame, label: str, y: str = "median", low: str = "min", high: str = "max", **kw):
+    finite = np.isfinite(rows[y].to_numpy(dtype=float))
+    if not finite.any():
+        ax.plot([], [], " ", label=f"{label}: not reached")
+        return
+    r = rows[finite]
+    x = np.asarray(x)[finite]
+    med = r[y].to_numpy(dtype=float)
+    lo = med - r[low].to_numpy(dtype=float)
+    hi = np.where(np.isfinite(r[high].to_numpy(dtype=float)), r[high].to_numpy(dtype=float) - med, 0)
+    ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, label=label, **kw)
+
+
+def placement_bars(table: pd.DataFrame, factor: float = 2.0) -> Optional[Figure]:
+    """Fresh examples to target at echo factor ``factor`` per placement, beside the baseline (paper Fig. 3).
+
+    One panel per workload and batch size that has runs at that factor.
+    """
+    at = table[(table["echo_factor"] == factor) | (table["echo_factor"] == 1)]
+    panels = sorted({(r.workload, r.batch_size) for r in at[at["echo_factor"] == factor].itertuples()})
+    if not panels:
+        return None
+    fig, axes = _panels([f"{w}, batch {b}" for w, b in panels], f"Fresh examples to target at echo factor {factor:g}")
+    for ax, (workload, batch_size) in zip(axes, panels):
+        rows = at[(at["workload"] == workload) & (at["batch_size"] == batch_size)]
+        rows = rows.sort_values(["echo_factor", "placement", "shuffle_buffer"])
+        labels = [_label(r.placement, r.shuffle_buffer) for r in rows.itertuples()]
+        med = rows["median"].to_numpy(dtype=float)
+        shown = np.where(np.isfinite(med), med, 0)
+        lo = shown - np.where(np.isfinite(rows["min"]), rows["min"], shown)
+        hi = np.where(np.isfinite(rows["max"]), rows["max"] - shown, 0)
+        bars = ax.bar(range(len(rows)), shown, yerr=[lo, hi], capsize=4, color="#8fb3d9")
+        for bar, value in zip(bars, med):
+            if not np.isfinite(value):
+                ax.annotate("not reached", (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom",
+                            rotation=90)
+        base = rows[rows["echo_factor"] == 1]["median"]
+        if len(base) and np.isfinite(base.iloc[0]):
+            ax.axhline(base.iloc[0] / factor, ls="--", color="k", label=f"baseline / {factor:g}")
+            ax.legend()
+        ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right")
+        ax.set_ylabel("fresh examples to target")
+        ax.set_title(f"{workload}, batch {batch_size}")
+    fig.tight_layout()
+    return fig
+
+
+def factor_sweep(table: pd.DataFrame) -> Optional[Figure]:
+    """Fresh examples to target against the echo factor, with the 1/e ideal (paper Fig. 5)."""
+    workloads = sorted(w for w in table["workload"].unique()
+                       if table[(table["workload"] == w) & (table["echo_factor"] > 1)]["echo_factor"].nunique() >= 2)
+    if not workloads:
+        return None
+    fig, axes = _panels(workloads, "Fresh examples to target vs echo factor")
+    for ax, workload in zip(axes, workloads):
+        rows = table[table["workload"] == workload]
+        for batch_size in sorted(rows["batch_size"].unique()):
+            at_b = rows[rows["batch_size"] == batch_size]
+            base = at_b[at_b["echo_factor"] == 1]
+            for (placement, shuffle), g in at_b[at_b["echo_factor"] > 1].groupby(["placement", "shuffle_buffer"]):
+                g = pd.concat([base, g]).sort_values("echo_factor")
+                suffix = f", batch {batch_size}" if rows["batch_size"].nunique() > 1 else ""
+                _errorbar(ax, g["echo_factor"], g, _label(placement, shuffle) + suffix)
+            if len(base) and np.isfinite(base["median"].iloc[0]):
+                e = np.array(sorted(at_b["echo_factor"].unique()))
+                ax.plot(e, base["median"].iloc[0] / e, "k--", label="baseline / e")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("echo factor e")
+        ax.set_ylabel("fresh examples to target")
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def batch_size_sweep(table: pd.DataFrame) -> Optional[Figure]:
+    """Fresh examples to target against batch size, per echo condition (paper Fig. 6)."""
+    workloads = sorted(w for w in table["workload"].unique()
+                       if table[table["workload"] == w]["batch_size"].nunique() >= 2)
+    if not workloads:
+        return None
+    fig, axes = _panels(workloads, "Fresh examples to target vs batch size")
+    for ax, workload in zip(axes, workloads):
+        rows = table[table["workload"] == workload]
+        for (placement, factor, shuffle), g in rows.groupby(["placement", "echo_factor", "shuffle_buffer"]):
+            g = g.sort_values("batch_size")
+            label = _label(placement, shuffle) + (f", e={factor:g}" if factor != 1 else "")
+            _errorbar(ax, g["batch_size"], g, label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("fresh examples to target")
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def shuffle_sweep(table: pd.DataFrame) -> Optional[Figure]:
+    """Fresh examples to target against the size of the shuffle buffer after the echo stage (paper Fig. 7)."""
+    echoed = table[table["echo_factor"] > 1]
+    workloads = sorted(w for w in echoed["workload"].unique()
+                       if echoed[echoed["workload"] == w]["shuffle_buffer"].nunique() >= 2)
+    if not workloads:
+        return None
+    fig, axes = _panels(workloads, "Fresh examples to target vs echo shuffle buffer")
+    for ax, workload in zip(axes, workloads):
+        rows = echoed[echoed["workload"] == workload]
+        for (placement, factor, batch_size), g in rows.groupby(["placement", "echo_factor", "batch_size"]):
+            g = g.sort_values("shuffle_buffer")
+            _errorbar(ax, g["shuffle_buffer"], g, f"{_label(placement)}, e={factor:g}")
+        base = table[(table["workload"] == workload) & (table["echo_factor"] == 1)]["median"]
+        if len(base) and np.isfinite(base.iloc[0]):
+            ax.axhline(base.iloc[0], color="k", ls=":", label="baseline")
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlabel("shuffle buffer after the echo stage (0 = none)")
+        ax.set_ylabel("fresh examples to target")
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def curves(curves_table: pd.DataFrame) -> Optional[Figure]:
+    """The target metric against fresh examples for the best trial of each condition.
+
+    ``curves_table`` has the condition columns, ``target_metric``, ``target_value`` and the metric rows.
+    """
+    if curves_table.empty:
+        return None
+    workloads = sorted(curves_table["workload"].unique())
+    fig, axes = _panels(workloads, "Best trial of each condition")
+    for ax, workload in zip(axes, workloads):
+        rows = curves_table[curves_table["workload"] == workload]
+        metric = rows["target_metric"].iloc[0]
+        for (placement, factor, batch_size, shuffle), g in rows.groupby(
+                ["placement", "echo_factor", "batch_size", "shuffle_buffer"]):
+            label = _label(placement, shuffle) + (f", e={factor:g}" if factor != 1 else "")
+            if rows["batch_size"].nunique() > 1:
+                label += f", batch {batch_size}"
+            ax.plot(g["fresh_examples"], g[metric], marker=".", label=label)
+        ax.axhline(rows["target_value"].iloc[0], color="k", ls="--", label="target")
+        ax.set_xlabel("fresh examples")
+        ax.set_ylabel(metric)
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
+    """Training-time speedup over the baseline against the echo factor, beside the ideal min(e, R)."""
+    echoed = speedup_table[(speedup_table["echo_factor"] > 1) & np.isfinite(speedup_table["speedup"])]
+    if echoed.empty:
+        return None
+    workloads = sorted(echoed["workload"].unique())
+    fig, axes = _panels(workloads, "Wall-clock speedup to target")
+    for ax, workload in zip(axes, workloads):
+        rows = speedup_table[speedup_table["workload"] == workload]
+        for (placement, shuffle), g in rows[rows["echo_factor"] > 1].groupby(["placement", "shuffle_buffer"]):
+            g = g.sort_values("echo_factor")
+            ax.plot(g["echo_factor"], g["speedup"], marker="o", label=_label(placement, shuffle))
+        e = np.array(sorted(rows["echo_factor"].unique()))
+        ratio = rows["R"].dropna()
+        if len(ratio) and math.isfinite(ratio.iloc[0]):
+            ax.plot(e, np.minimum(e, ratio.iloc[0]), "k--", label=f"ideal min(e, R), R = {ratio.iloc[0]:.2f}")
+        ax.axhline(1, color="grey", lw=0.8)
+        ax.set_xlabel("echo factor e")
+        ax.set_ylabel("speedup in training time to target")
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def draw_all(fresh: pd.DataFrame, speed: pd.DataFrame, curve_rows: pd.DataFrame) -> dict[str, Figure]:
+    """Every figure the tables have data for, by file name."""
+    figures = {
+        "fresh_examples_at_e2": placement_bars(fresh),
+        "fresh_examples_vs_echo_factor": factor_sweep(fresh),
+        "fresh_examples_vs_batch_size": batch_size_sweep(fresh),
+        "fresh_examples_vs_shuffle_buffer": shuffle_sweep(fresh),
+        "wall_clock_speedup": wall_clock(speed),
+        "best_trial_curves": curves(curve_rows),
+    }
+    return {name: fig for name, fig in figures.items() if fig is not None}

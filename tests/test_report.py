@@ -1,0 +1,162 @@
+"""The reporter on run directories with known numbers: every column of both tables, and what it skips."""
+
+import ast
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from echo_experiments.report.__main__ import main
+from echo_experiments.runs import RunDir
+
+TARGET = {"metric": "accuracy", "value": 0.8, "mode": "max"}
+
+
+def make_run(root, name, *, workload="w", placement="none", factor=1.0, batch=64, shuffle=0, study=0, trial=0,
+             status="reached_target", fresh=None, seconds=None, steps=None, best=0.85, target=TARGET, **extra):
+    run = RunDir(root / name)
+    reached = status == "reached_target"
+    run.append_metrics({"step": 1, "fresh_examples": 100, "wall_time_s": 1.0, "accuracy": 0.5})
+    run.append_metrics({"step": 2, "fresh_examples": fresh or 2000, "wall_time_s": 2.0, "accuracy": best})
+    run.write_summary({
+        "workload": workload, "placement": placement, "echo_factor": factor, "batch_size": batch,
+        "shuffle_buffer": shuffle, "seed": 0, "study": study, "trial": trial, "tuning_seed": 0 if study is not None else None,
+        "status": status, "steps": steps or 10, "fresh_examples": fresh or 2000, "wall_time_s": 9.0, "target": target,
+        "fresh_examples_to_target": fresh if reached else None, "steps_to_target": steps if reached else None,
+        "seconds_to_target": seconds if reached else None, "final_metrics": {}, **extra})
+    return run.path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    # Baseline: study 0's best is 800 fresh (a diverged trial is only infeasible); study 1's is 1200.
+    make_run(runs, "b0a", trial=0, fresh=1000, seconds=10.0, steps=16)
+    make_run(runs, "b0b", trial=1, fresh=800, seconds=12.0, steps=13)
+    make_run(runs, "b0c", trial=2, status="diverged")
+    make_run(runs, "b1a", study=1, trial=0, status="not_reached")
+    make_run(runs, "b1b", study=1, trial=1, fresh=1200, seconds=8.0, steps=19)
+    # Echo before augmentation at e=2: a tie in study 0 (500 each), study 1 never reaches, study 2 reaches at 700.
+    e2 = dict(placement="before_augmentation", factor=2.0)
+    make_run(runs, "e0a", **e2, trial=0, fresh=500, seconds=6.0, steps=20, best=0.81)
+    make_run(runs, "e0b", **e2, trial=1, fresh=500, seconds=7.0, steps=16, best=0.83)
+    make_run(runs, "e1a", **e2, study=1, trial=0, status="not_reached", best=0.7)
+    make_run(runs, "e1b", **e2, study=1, trial=1, status="diverged", best=0.1)
+    make_run(runs, "e2a", **e2, study=2, trial=0, fresh=700, seconds=5.0, steps=22)
+    # Batch echoing outside any study (a one-trial study), with an echo shuffle.
+    make_run(runs, "batch", placement="after_batching", factor=2.0, shuffle=4, study=None, trial=None,
+             fresh=900, seconds=9.0, steps=28)
+    # e=4 never reaches the target; workload v has no baseline.
+    make_run(runs, "e4", placement="before_augmentation", factor=4.0, status="not_reached")
+    make_run(runs, "v", workload="v", placement="after_batching", factor=2.0, batch=32, fresh=300, seconds=3.0,
+             steps=19, upstream_s_per_batch=0.5, downstream_s_per_step=0.1)
+    # Directories that must be listed and skipped.
+    (runs / "interrupted").mkdir()
+    (runs / "interrupted" / "config.yaml").write_text("seed: 0\n")
+    (runs / "broken").mkdir()
+    (runs / "broken" / "summary.json").write_text("{not json")
+    (runs / "partial").mkdir()
+    (runs / "partial" / "summary.json").write_text(json.dumps({"workload": "w", "status": "not_reached"}))
+    make_run(runs, "liar", fresh=None, seconds=None)  # says reached_target but has no count
+    make_run(runs, "other_target", fresh=10, seconds=1.0, steps=1, target={**TARGET, "value": 0.5})
+    out = tmp_path_factory.mktemp("report")
+    assert main([str(runs), "--out", str(out)]) == 0
+    return out
+
+
+def table(out, name):
+    return pd.read_csv(out / name).set_index(["workload", "placement", "echo_factor", "batch_size", "shuffle_buffer"])
+
+
+def test_fresh_examples_to_target_table(report):
+    t = table(report, "fresh_examples_to_target.csv")
+    assert list(t.columns) == ["n_studies", "n_trials", "n_reached", "median", "min", "max", "ratio_to_baseline"]
+    assert len(t) == 5
+    base = t.loc[("w", "none", 1.0, 64, 0)]
+    assert base.tolist() == [2, 5, 2, 1000.0, 800.0, 1200.0, 1.0]
+    e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
+    assert e2[["n_studies", "n_trials", "n_reached", "median", "min"]].tolist() == [3, 5, 2, 700.0, 500.0]
+    assert math.isinf(e2["max"])  # a study that never reached is not counted as zero
+    assert e2["ratio_to_baseline"] == pytest.approx(1000 / 700)
+    batch = t.loc[("w", "after_batching", 2.0, 64, 4)]
+    assert batch.tolist() == [1, 1, 1, 900.0, 900.0, 900.0, pytest.approx(1000 / 900)]
+    never = t.loc[("w", "before_augmentation", 4.0, 64, 0)]
+    assert never[["n_studies", "n_trials", "n_reached"]].tolist() == [1, 1, 0]
+    assert all(math.isinf(never[c]) for c in ("median", "min", "max")) and never["ratio_to_baseline"] == 0
+    no_baseline = t.loc[("v", "after_batching", 2.0, 32, 0)]
+    assert no_baseline[["median", "min", "max"]].tolist() == [300.0, 300.0, 300.0]
+    assert math.isnan(no_baseline["ratio_to_baseline"])
+
+
+def test_speedups_table(report):
+    t = table(report, "speedups.csv")
+    assert list(t.columns) == ["n_studies", "n_trials", "n_reached", "median_seconds", "min_seconds",
+                               "max_seconds", "speedup", "R", "ideal_speedup"]
+    base = t.loc[("w", "none", 1.0, 64, 0)]
+    # Per study, the fastest trial to target: study 0 -> 10 s, study 1 -> 8 s.
+    assert base[["median_seconds", "min_seconds", "max_seconds", "speedup"]].tolist() == [9.0, 8.0, 10.0, 1.0]
+    e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
+    assert e2[["median_seconds", "min_seconds"]].tolist() == [6.0, 5.0] and math.isinf(e2["max_seconds"])
+    assert e2["speedup"] == pytest.approx(9.0 / 6.0)
+    assert math.isnan(e2["R"]) and math.isnan(e2["ideal_speedup"])  # no timing facts in these runs
+    v = t.loc[("v", "after_batching", 2.0, 32, 0)]
+    assert math.isnan(v["speedup"]) and math.isnan(v["R"])  # R is measured on the baseline, which v lacks
+
+
+def test_best_trials_and_ties(report):
+    curves = pd.read_csv(report / "curves.csv")
+    chosen = curves.groupby(["placement", "echo_factor"])["best_path"].first()
+    # The e=2 tie at 500 fresh examples goes to the trial with fewer steps to target (e0b: 16 < 20).
+    assert chosen[("before_augmentation", 2.0)].endswith("e0b")
+    assert chosen[("none", 1.0)].endswith("b0b")
+
+
+def test_final_performance_is_the_best_metric_per_study(report):
+    t = table(report, "final_performance.csv")
+    e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
+    # study 0: max(0.81, 0.83); study 1: max(0.7, 0.1); study 2: 0.85.
+    assert e2[["metric", "n_studies", "median", "min", "max"]].tolist() == ["accuracy", 3, 0.83, 0.7, 0.85]
+
+
+def test_runs_that_cannot_be_counted_are_listed_with_the_reason(report):
+    skipped = dict(pd.read_csv(report / "skipped.csv").apply(lambda r: (r.path.rsplit("/", 1)[1], r.reason), axis=1)
+                   .tolist())
+    assert skipped["interrupted"] == "interrupted: no summary.json"
+    assert skipped["broken"].startswith("malformed summary.json")
+    assert skipped["partial"].startswith("summary.json lacks placement, echo_factor")
+    assert skipped["liar"] == "reached_target without fresh_examples_to_target"
+    assert skipped["other_target"].startswith("its target accuracy>=0.5 differs from the other w runs' accuracy>=0.8")
+    assert len(skipped) == 5
+    text = (report / "report.md").read_text()
+    assert "## Skipped run directories" in text and "interrupted: no summary.json" in text
+
+
+def test_report_has_figures_and_tables(report):
+    names = {p.name for p in (report / "figures").iterdir()}
+    for fig in ("fresh_examples_at_e2", "fresh_examples_vs_echo_factor", "best_trial_curves"):
+        assert {f"{fig}.png", f"{fig}.svg"} <= names
+    text = (report / "report.md").read_text()
+    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 5 | 2 | 700 | 500 | not reached | 1.43 |" in text
+    assert "![best_trial_curves](figures/best_trial_curves.png)" in text
+
+
+def test_no_complete_run_is_an_error(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "metrics.jsonl").write_text("")
+    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert "error: no complete run directory" in capsys.readouterr().err
+
+
+def test_notebook_redraws_every_figure_from_the_csvs(report, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("ECHO_REPORT_DIR", str(report))
+    notebook = nbformat.read("notebooks/figures.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
+    last = notebook.cells[-1].outputs
+    names = [o for o in last if o.get("output_type") == "execute_result"][0]["data"]["text/plain"]
+    drawn = sorted(p.stem for p in (report / "figures").glob("*.png"))
+    assert ast.literal_eval(names) == drawn
+    assert sum(1 for o in last if "image/png" in o.get("data", {})) == len(drawn)
