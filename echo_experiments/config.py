@@ -118,6 +118,8 @@ class TrainerConfig:
     max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1")
     stop_at_target: bool = _f(True, "true or false")
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)")
+    # Batches and steps timed before training for the summary's timing facts (see profile.py); 0 = none.
+    profile_batches: int = _f(20, "an integer >= 0 (0 = no timing facts)")
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
     compilation_cache_dir: Optional[str] = _f("~/.cache/echo_experiments/jax", "null (no cache) or a directory path")
 
@@ -134,6 +136,16 @@ class TuningConfig:
 
 
 @dataclass
+class StorageConfig:
+    # Where training records are read from; see echo_experiments/data/storage.py.
+    kind: str = _f("local", "one of local, http, emulated")
+    latency_ms: float = _f(0.0, "a real number >= 0 (milliseconds per request)")
+    bandwidth_mb_s: Optional[float] = _f(None, "null (unlimited) or a real number > 0 (MB/s per request)")
+    parallel_reads: int = _f(1, "an integer >= 1 (requests in flight)")
+    url: Optional[str] = _f(None, "null (start a record server on loopback) or a record server's http:// URL")
+
+
+@dataclass
 class DataConfig:
     # Where TFDS data sets live; null = $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default).
     dir: Optional[str] = _f(None, "null or a directory path")
@@ -146,6 +158,7 @@ class Config:
     optimizer: OptimizerConfig = _f(allowed="an optimizer config", default_factory=OptimizerConfig)
     trainer: TrainerConfig = _f(allowed="a trainer config", default_factory=TrainerConfig)
     data: DataConfig = _f(allowed="a data config", default_factory=DataConfig)
+    storage: StorageConfig = _f(allowed="a storage config", default_factory=StorageConfig)
     tuning: TuningConfig = _f(allowed="a tuning config", default_factory=TuningConfig)
     seed: int = _f(0, "an integer >= 0")
 
@@ -236,6 +249,15 @@ def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
            "optimizer.decay_steps", o.decay_steps)
     _check(_is_real(o.final_fraction) and 0 <= o.final_fraction <= 1, "optimizer.final_fraction", o.final_fraction)
 
+    st = cfg.storage
+    _check(st.kind in ("local", "http", "emulated"), "storage.kind", st.kind)
+    _check(_is_real(st.latency_ms) and st.latency_ms >= 0, "storage.latency_ms", st.latency_ms)
+    _check(st.bandwidth_mb_s is None or (_is_real(st.bandwidth_mb_s) and st.bandwidth_mb_s > 0),
+           "storage.bandwidth_mb_s", st.bandwidth_mb_s)
+    _check(_is_int(st.parallel_reads) and st.parallel_reads >= 1, "storage.parallel_reads", st.parallel_reads)
+    if st.url is not None and (st.kind != "http" or not str(st.url).startswith("http://")):
+        raise ConfigError("storage.url", st.url, "null, or with storage.kind=http a record server's http:// URL")
+
     tu = cfg.tuning
     for key in ("study", "trial"):
         value = tu[key]
@@ -246,6 +268,7 @@ def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
     _check(tu.sampler in ("halton", "sobol"), "tuning.sampler", tu.sampler)
 
     _check(_is_int(t.max_steps) and t.max_steps >= 1, "trainer.max_steps", t.max_steps)
+    _check(_is_int(t.profile_batches) and t.profile_batches >= 0, "trainer.profile_batches", t.profile_batches)
     _check(t.max_fresh_examples is None or (_is_int(t.max_fresh_examples) and t.max_fresh_examples >= 1),
            "trainer.max_fresh_examples", t.max_fresh_examples)
     _check(_is_int(t.eval_every_fresh_examples) and t.eval_every_fresh_examples >= 1,

@@ -2,7 +2,8 @@
 
 Evaluation happens each time the fresh-example count crosses a multiple of
 ``trainer.eval_every_fresh_examples``, so every echo factor is measured at the same resolution in the
-paper's cost unit. Wall time counts the input pipeline and the steps, not evaluation (AlgoPerf's rule).
+paper's cost unit. ``wall_time_s`` counts the input pipeline and the steps, not evaluation (AlgoPerf's rule); ``elapsed_s`` and
+``seconds_to_target`` count evaluation too (see fit).
 The loop reads a device value only at evaluations: the steps in between run asynchronously.
 """
 
@@ -20,10 +21,11 @@ import optax
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments import optim
+from echo_experiments import optim, profile
 from echo_experiments.config import ConfigError
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
+from echo_experiments.data.storage import Store
 from echo_experiments.runs import RunDir
 from echo_experiments.tuning import apply_trial
 from echo_experiments.workloads import Workload, check_config, make
@@ -86,7 +88,10 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     workload = make(cfg.workload, data_dir(cfg.data.dir))
     summary = _summary_head(cfg)
     try:
-        summary.update(fit(cfg, workload, run_dir))
+        with Store(cfg.storage, workload.train_source) as store:
+            summary.update(fit(cfg, workload, run_dir, store))
+    except ConfigError:  # an unreachable store: nothing was trained
+        raise
     except (KeyboardInterrupt, SystemExit):
         log.warning("interrupted: %s keeps its metrics and has no summary.json", run_dir.path)
         raise
@@ -115,7 +120,7 @@ def _summary_head(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
+def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir, store: Store) -> dict[str, Any]:
     """Train until the target (or the step budget); append a metrics row per evaluation."""
     t = cfg.trainer
     batch_size = int(cfg.workload.batch_size)
@@ -125,12 +130,17 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
     params, model_state = jax.jit(workload.init)(init_rng)
     state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), step_rng)
 
-    batches = workload.train_batches(cfg.echo, cfg.seed)
+    batches = workload.train_batches(cfg.echo, cfg.seed, store.records(cfg.seed))
     began = time.perf_counter()
     spec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype.as_numpy_dtype)
             for k, v in batches.element_spec.items() if k != "read_id"}
     train_step = make_train_step(workload, tx).lower(state, spec).compile()
     compile_s = time.perf_counter() - began
+    timing = None
+    if t.profile_batches:
+        timing = profile.measure(workload, store.records(cfg.seed), cfg, train_step, state, t.profile_batches)
+        log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", timing.upstream_s_per_batch,
+                 timing.downstream_s_per_step, timing.ratio)
 
     target = workload.target
     fresh = FreshCounter()
@@ -143,8 +153,11 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
     stream = batches.as_numpy_iterator()
     start = time.perf_counter()
     step = 0
+    startup_s = None
     for step in range(1, t.max_steps + 1):
         batch = next(stream)
+        if startup_s is None:  # the shuffle buffer is full: the steady state begins
+            startup_s = time.perf_counter() - start
         fresh.update(batch.pop("read_id"))
         state, loss = train_step(state, batch)
         losses.append(loss)
@@ -154,12 +167,13 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
             continue
         train_loss = float(jnp.mean(jnp.stack(losses)))  # waits for the last step
         losses = []
-        train_s = time.perf_counter() - start - eval_s
         eval_began = time.perf_counter()
+        elapsed_s = eval_began - start
+        train_s = elapsed_s - eval_s
         metrics = workload.evaluate(state.params, state.model_state) if math.isfinite(train_loss) else {}
         eval_s += time.perf_counter() - eval_began
         row = {"step": step, "fresh_examples": fresh.count, "examples_trained": step * batch_size,
-               "wall_time_s": train_s, "eval_time_s": eval_s, "train_loss": train_loss,
+               "elapsed_s": elapsed_s, "wall_time_s": train_s, "eval_time_s": eval_s, "train_loss": train_loss,
                "learning_rate": float(learning_rate(step - 1)), **metrics}
         run_dir.append_metrics(row)
         shown = metrics.get(target.metric, float("nan"))
@@ -173,8 +187,11 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
             break
         if to_target is None and target.reached(metrics):
             status = "reached_target"
+            # Seconds to target count everything until this evaluation began, the earlier evaluations
+            # too: they fall on the same fresh-example cadence in every condition, and leaving them out would
+            # credit input-bound runs with the reading tf.data goes on doing while evaluation runs.
             to_target = {"fresh_examples_to_target": fresh.count, "steps_to_target": step,
-                         "seconds_to_target": train_s}
+                         "seconds_to_target": elapsed_s}
             log.info("reached %s %s %s at step %d with %d fresh examples", target.metric,
                      ">=" if target.mode == "max" else "<=", target.value, step, fresh.count)
             if t.stop_at_target:
@@ -182,16 +199,22 @@ def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir) -> dict[str, Any]:
         if out_of_budget:
             break
     bar.close()
+    elapsed_s = time.perf_counter() - start
+    timing_facts = {**timing.as_dict(), "startup_s": startup_s,
+                    "accelerator_idle_fraction": timing.idle_fraction(step, elapsed_s - startup_s, eval_s)
+                    } if timing else {}
     return {
         "status": status,
         "steps": step,
         "fresh_examples": fresh.count,
         "examples_trained": step * batch_size,
-        "wall_time_s": time.perf_counter() - start - eval_s,
+        "elapsed_s": elapsed_s,
+        "wall_time_s": elapsed_s - eval_s,
         "eval_time_s": eval_s,
         "compile_time_s": compile_s,
         "target": target.as_dict(),
         **(to_target or {"fresh_examples_to_target": None, "steps_to_target": None, "seconds_to_target": None}),
         "final_metrics": {**metrics, "train_loss": row["train_loss"]} if step else {},
+        **timing_facts,
     }
 

@@ -12,7 +12,7 @@ from conftest import compose_config
 from echo_experiments.runs import RunDir
 from echo_experiments.train import run
 
-# A narrow network, a 2,000-image eval set and a constant rate: reaches 70% in a few hundred steps.
+# A narrow network, a 2,000-image eval set and a constant rate: reaches 60% in 160-260 steps (seeds 0-2).
 FAST = ["workload.model.width=4", "workload.batch_size=64", "workload.eval_examples=2000",
         "workload.shuffle_buffer=2000", "optimizer.schedule=constant", "optimizer.learning_rate=0.05",
         "trainer.eval_every_fresh_examples=2048", "trainer.max_steps=600", "trainer.progress=false"]
@@ -27,18 +27,18 @@ def train(tmp_path, *overrides):
 
 
 def test_run_stops_at_its_target_and_records_fresh_examples_to_target(tmp_path):
-    summary, rows = train(tmp_path, "workload.target.value=0.7")
+    summary, rows = train(tmp_path, "workload.target.value=0.6")
     assert summary["status"] == "reached_target"
-    first = next(r for r in rows if r["accuracy"] >= 0.7)
+    first = next(r for r in rows if r["accuracy"] >= 0.6)
     assert first is rows[-1]  # it stopped at the first evaluation that met the target
-    assert all(r["accuracy"] < 0.7 for r in rows[:-1])
+    assert all(r["accuracy"] < 0.6 for r in rows[:-1])
     assert summary["fresh_examples_to_target"] == first["fresh_examples"] == summary["fresh_examples"]
     assert summary["steps_to_target"] == first["step"] == summary["steps"] < 600
-    assert summary["seconds_to_target"] == first["wall_time_s"]
-    assert summary["target"] == {"metric": "accuracy", "value": 0.7, "mode": "max"}
+    assert summary["seconds_to_target"] == first["elapsed_s"]
+    assert summary["target"] == {"metric": "accuracy", "value": 0.6, "mode": "max"}
     assert SUMMARY_KEYS <= set(summary)
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
-    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["workload"]["target"]["value"] == 0.7
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["workload"]["target"]["value"] == 0.6
     # Evaluations fall on the fresh-example cadence: each row is the first step past a multiple of 2048.
     assert [r["fresh_examples"] for r in rows] == [2048 * (i + 1) for i in range(len(rows))]
 
@@ -70,7 +70,7 @@ def test_a_diverging_run_stops_cleanly_and_says_so(tmp_path):
 def test_the_same_seed_gives_the_same_run(tmp_path):
     args = ["echo=before_augmentation", "echo.factor=1.5", "echo.shuffle_buffer=256", "trainer.max_steps=30",
             "trainer.eval_every_fresh_examples=640", "workload.target.value=0.99"]
-    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("time_s")} for r in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rows]  # noqa: E731
     _, a = train(tmp_path / "a", *args)
     _, b = train(tmp_path / "b", *args)
     _, c = train(tmp_path / "c", *args, "seed=1")

@@ -16,12 +16,21 @@ import numpy as np
 import tensorflow as tf
 
 
+# Elements of a fixed shape are echoed this many at a time (one tf.repeat instead of a dataset per element).
+CHUNK = 64
+
+
 def echo(ds: tf.data.Dataset, factor: float, seed: int) -> tf.data.Dataset:
-    """Repeat each element floor(factor) times, plus once more with probability factor - floor(factor)."""
+    """Repeat each element floor(factor) times, plus once more with probability factor - floor(factor).
+
+    Copies follow their original at once, in the same order either way the stage is built.
+    """
     if factor < 1:
         raise ValueError(f"echo factor must be >= 1, got {factor}")
     whole = math.floor(factor)
     extra = factor - whole
+    if _fixed_shape(ds):
+        return _echo_chunks(ds, whole, extra, seed)
     if extra == 0:
         return ds.flat_map(lambda x: tf.data.Dataset.from_tensors(x).repeat(whole))
 
@@ -30,6 +39,24 @@ def echo(ds: tf.data.Dataset, factor: float, seed: int) -> tf.data.Dataset:
         return whole + tf.cast(u < extra, tf.int64)
 
     return ds.enumerate().flat_map(lambda i, x: tf.data.Dataset.from_tensors(x).repeat(copies(i)))
+
+
+def _fixed_shape(ds: tf.data.Dataset) -> bool:
+    return all(spec.shape.is_fully_defined() for spec in tf.nest.flatten(ds.element_spec))
+
+
+def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int) -> tf.data.Dataset:
+    """The vectorised echo: repeat the rows of a chunk of elements, then split it again."""
+
+    def repeat(i: tf.Tensor, chunk):
+        n = tf.shape(tf.nest.flatten(chunk)[0])[0]
+        copies = tf.fill([n], tf.constant(whole, tf.int32))
+        if extra:
+            u = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(seed, tf.int64), i]))
+            copies += tf.cast(u < extra, tf.int32)
+        return tf.nest.map_structure(lambda x: tf.repeat(x, copies, axis=0), chunk)
+
+    return ds.batch(CHUNK).enumerate().map(repeat).unbatch()
 
 
 class FreshCounter:

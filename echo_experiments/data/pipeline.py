@@ -29,15 +29,22 @@ POINT = {
 }
 
 Example = dict[str, tf.Tensor]
+# Examples augmented together by a workload's augment_chunk.
+AUGMENT_CHUNK = 64
 
 
 @dataclass(frozen=True)
 class Stages:
-    """The workload's part of the pipeline."""
+    """The workload's part of the pipeline.
+
+    ``augment`` maps (example, stateless seed of shape [2]) to an example. ``augment_chunk`` does the
+    same for a chunk of equally shaped examples at once (each augmented independently), which costs far
+    less host time per example; a workload gives one of them, or neither when it has no augmentation.
+    """
 
     decode: Callable[[Example], Example]
-    # (example, stateless seed of shape [2]) -> example; None when the pipeline has no augmentation.
     augment: Optional[Callable[[Example, tf.Tensor], Example]] = None
+    augment_chunk: Optional[Callable[[Example, tf.Tensor], Example]] = None
 
 
 def stage_seed(seed: int, stage: str) -> int:
@@ -56,16 +63,27 @@ def train_pipeline(records: tf.data.Dataset, stages: Stages, *, batch_size: int,
     ds = ds.map(_plain(stages.decode), num_parallel_calls=AUTOTUNE)
     ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "shuffle"))
     ds = _echo_point(ds, "E1", echo_cfg, seed)
-    if stages.augment is not None:
-        augment_seed = stage_seed(seed, "augment")
-        # Keyed on the position after E1, so the copies of an example echoed there augment differently.
+    # Seeds are keyed on the position after E1, so the copies of an example echoed there augment differently.
+    augment_seed = tf.constant(stage_seed(seed, "augment"), tf.int64)
+    if stages.augment_chunk is not None:
+        augment = _plain(stages.augment_chunk)
+        ds = (ds.batch(AUGMENT_CHUNK).enumerate()
+              .map(lambda i, x: augment(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE).unbatch())
+    elif stages.augment is not None:
         augment = _plain(stages.augment)
-        ds = ds.enumerate().map(lambda i, x: augment(x, tf.stack([tf.constant(augment_seed, tf.int64), i])),
-                                num_parallel_calls=AUTOTUNE)
+        ds = ds.enumerate().map(lambda i, x: augment(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE)
     ds = _echo_point(ds, "E2", echo_cfg, seed)
     ds = ds.batch(batch_size, drop_remainder=True)
     ds = _echo_point(ds, "E3", echo_cfg, seed)
-    return ds.prefetch(AUTOTUNE)
+    return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _options() -> tf.data.Options:
+    options = tf.data.Options()
+    # Parallelism comes from the stages' parallel calls; one thread per op keeps the pipeline from
+    # spreading over every core at once and stalling the train step's own threads (as flax's examples do).
+    options.threading.max_intra_op_parallelism = 1
+    return options
 
 
 def _plain(fn: Callable) -> Callable:

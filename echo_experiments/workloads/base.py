@@ -6,7 +6,7 @@ The trainer and the reporter only talk to this interface; nothing outside a work
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import jax
 import tensorflow as tf
@@ -47,8 +47,12 @@ class Workload(abc.ABC):
         """Raise ConfigError for a task-specific value that is not allowed (without touching data)."""
 
     @abc.abstractmethod
-    def train_batches(self, echo_cfg: Any, seed: int) -> tf.data.Dataset:
-        """The endless training stream: batches of model inputs plus ``read_id``."""
+    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
+        """The endless training stream: batches of model inputs plus ``read_id``.
+
+        ``records`` is one epoch of training records as read through the configured storage; by default the
+        workload's own source read locally.
+        """
 
     @abc.abstractmethod
     def init(self, rng: jax.Array) -> tuple[Any, Any]:

@@ -5,7 +5,7 @@ images) or random-resized-crop plus flip (ImageNet). Batches stay uint8 on the h
 the accelerator inside the jitted step.
 """
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
@@ -77,8 +77,15 @@ class ImageClassification(Workload):
 
     # --- input pipeline -------------------------------------------------------------------------------
 
-    def train_batches(self, echo_cfg: Any, seed: int) -> tf.data.Dataset:
-        return train_pipeline(self.train_source.encoded(seed), Stages(self.decode, self.augment),
+    def stages(self) -> Stages:
+        """Images of one stored size are augmented a chunk at a time; ImageNet's vary, so one at a time."""
+        if self.stored_shape and not self.image_size:
+            return Stages(self.decode, augment_chunk=self.augment_chunk)
+        return Stages(self.decode, augment=self.augment)
+
+    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
+        records = self.train_source.encoded(seed) if records is None else records
+        return train_pipeline(records, self.stages(),
                               batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
                               echo_cfg=echo_cfg, seed=seed)
 
@@ -102,6 +109,24 @@ class ImageClassification(Workload):
         if self.flip:
             image = tf.image.stateless_random_flip_left_right(image, seed=flip_seed)
         return {**example, "image": image}
+
+    def augment_chunk(self, examples: Mapping[str, tf.Tensor], seed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Pad-and-random-crop and flip for a chunk of same-size images, each with its own draw."""
+        crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        images = examples["image"]
+        n = tf.shape(images)[0]
+        height, width = self.stored_shape[0], self.stored_shape[1]
+        if self.crop_padding:
+            pad = self.crop_padding
+            images = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]])
+            offsets = tf.random.stateless_uniform([n, 2], seed=crop_seed, minval=0, maxval=2 * pad + 1, dtype=tf.int32)
+            rows = offsets[:, :1] + tf.range(height)[None, :]
+            cols = offsets[:, 1:] + tf.range(width)[None, :]
+            images = tf.gather(tf.gather(images, rows, axis=1, batch_dims=1), cols, axis=2, batch_dims=1)
+        if self.flip:
+            flip = tf.random.stateless_uniform([n], seed=flip_seed) < 0.5
+            images = tf.where(flip[:, None, None, None], tf.reverse(images, axis=[2]), images)
+        return {**examples, "image": images}
 
     def _eval_dataset(self) -> tf.data.Dataset:
         size = self.image_size

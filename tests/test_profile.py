@@ -1,0 +1,36 @@
+"""The profiler's arithmetic and command."""
+
+import subprocess
+import sys
+
+import pytest
+
+from echo_experiments.profile import Timing
+from test_train import FAST
+
+
+def test_ratio_and_recommended_factor():
+    t = Timing(upstream_s_per_batch=0.25, downstream_s_per_step=0.05)
+    assert t.ratio == pytest.approx(5.0)
+    assert t.recommended_echo_factor() == 5.0
+    assert Timing(0.1234, 0.05).recommended_echo_factor() == 2.46  # the largest e <= R = 2.468
+    assert Timing(0.01, 0.05).recommended_echo_factor() == 1.0  # not input-bound: no echoing
+
+
+def test_idle_fraction_is_the_time_not_spent_in_steps():
+    t = Timing(0.25, 0.05)
+    assert t.idle_fraction(steps=100, elapsed_s=25.0) == pytest.approx(0.8)
+    assert t.idle_fraction(steps=100, elapsed_s=25.0, busy_s=5.0) == pytest.approx(0.6)  # evaluation is busy
+    assert t.idle_fraction(steps=100, elapsed_s=4.0) == 0.0  # clamped: steps ran faster than on a cached batch
+    assert t.as_dict()["upstream_downstream_ratio"] == pytest.approx(5.0)
+
+
+def test_profile_command_prints_the_timing_facts():
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments.profile", *FAST, "trainer.max_steps=40",
+                           "trainer.profile_batches=5", "workload.shuffle_buffer=256"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: "):
+        assert label in out
+    assert "40-step run" in out

@@ -1,0 +1,82 @@
+"""Slow storage: records through a real loopback HTTP hop or an emulated store arrive intact and counted."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import compose_config
+from echo_experiments.data import sources
+from echo_experiments.data.storage import LoopbackServer, emulated, http_records, read_cost_s
+from echo_experiments.preflight import check_command_line
+from echo_experiments.runs import RunDir
+from echo_experiments.train import run
+from test_train import FAST
+
+
+def test_read_cost_is_latency_plus_transfer():
+    assert read_cost_s(0, 5.0, None) == pytest.approx(0.005)
+    assert read_cost_s(2_000_000, 5.0, 10.0) == pytest.approx(0.005 + 0.2)
+    assert read_cost_s(1000, 0.0, None) == 0.0
+
+
+def _records(ds, n):
+    return [{k: np.asarray(v) for k, v in r.items()} for r in ds.take(n).as_numpy_iterator()]
+
+
+def test_records_arrive_unchanged_over_http(data_dir):
+    source = sources.load("fashion_mnist", "test", data_dir)
+    server = LoopbackServer("fashion_mnist", "test", str(data_dir), latency_ms=1.0, bandwidth_mb_s=None)
+    try:
+        remote = _records(http_records(server.url, parallel_reads=4), 40)
+    finally:
+        server.close()
+    local = _records(source.encoded(seed=0), 40)
+    assert len(remote) == len(local) == 40
+    for a, b in zip(remote, local):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_emulated_store_keeps_records_and_order(data_dir):
+    source = sources.load("fashion_mnist", "test", data_dir)
+    slow = _records(emulated(source.encoded(seed=0), latency_ms=0.5, bandwidth_mb_s=50.0, parallel_reads=3), 30)
+    fast = _records(source.encoded(seed=0), 30)
+    assert all(np.array_equal(a["image"], b["image"]) and a["label"] == b["label"] for a, b in zip(slow, fast))
+
+
+@pytest.mark.parametrize("storage", ["storage=http", "storage=emulated"])
+def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, storage):
+    summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
+                                 "echo=before_augmentation", "trainer.max_steps=20",
+                                 "trainer.eval_every_fresh_examples=320", "workload.target.value=0.99",
+                                 "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path)
+    assert summary["status"] == "not_reached" and summary["steps"] == 20
+    assert summary["fresh_examples"] == 20 * 32  # e=2 before augmentation: 32 fresh per batch of 64
+    assert [r["fresh_examples"] for r in RunDir(tmp_path).metrics()] == [320, 640]
+    assert summary["upstream_s_per_batch"] > 0 and summary["downstream_s_per_step"] > 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["storage=http", "storage.latency_ms=-1"],
+     "storage.latency_ms=-1 is not allowed: a real number >= 0 (milliseconds per request)"),
+    (["storage=emulated", "storage.bandwidth_mb_s=0"],
+     "storage.bandwidth_mb_s=0 is not allowed: null (unlimited) or a real number > 0 (MB/s per request)"),
+    (["storage=http", "storage.parallel_reads=0"],
+     "storage.parallel_reads=0 is not allowed: an integer >= 1 (requests in flight)"),
+    (["storage=ftp"], "storage=ftp is not allowed: one of emulated, http, local"),
+    (["storage=local", "storage.url=http://x"],
+     "storage.url=http://x is not allowed: null, or with storage.kind=http a record server's http:// URL"),
+])
+def test_bad_storage_configs_give_one_line(argv, message):
+    assert check_command_line(argv) == message
+
+
+def test_an_unreachable_store_fails_with_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *FAST, "storage=http",
+                           "storage.url=http://127.0.0.1:9", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: storage.url=http://127.0.0.1:9 is unreachable: ")
+    assert not (tmp_path / "summary.json").exists()
