@@ -90,6 +90,8 @@ class WorkloadConfig:
     echo_placement: str = _f("before_augmentation", "one of " + ", ".join(PLACEMENTS))
     augment: Dict[str, Any] = _f(allowed="a mapping of augmentation options", default_factory=dict)
     model: Dict[str, Any] = _f(allowed="a mapping of model options", default_factory=dict)
+    # Text pipelines: seq_len, tokenizer (byte | sentencepiece), vocab_size, pack_docs, doc_shuffle_buffer.
+    text: Dict[str, Any] = _f(allowed="a mapping of text options", default_factory=dict)
     label_smoothing: float = _f(0.0, "a real number in [0, 1)")
     target: TargetConfig = _f(allowed="metric, value, mode", default_factory=TargetConfig)
     # What a tuning study searches over (see tuning.py).
@@ -174,6 +176,9 @@ def short_name(name: str, limit: int = 120) -> str:
 
 
 OmegaConf.register_new_resolver("short_name", short_name, replace=True)
+# Integer arithmetic for presets whose budgets depend on the echo factor: ${max:4000,${mul:2000,${echo.factor}}}
+OmegaConf.register_new_resolver("mul", lambda a, b: int(round(float(a) * float(b))), replace=True)
+OmegaConf.register_new_resolver("max", lambda a, b: max(a, b), replace=True)
 
 
 def _lookup(key: str) -> tuple[Any, str]:

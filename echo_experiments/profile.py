@@ -48,16 +48,18 @@ class Timing:
                 "recommended_echo_factor": self.recommended_echo_factor()}
 
 
-def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2) -> float:
-    """Median seconds per batch of an input stream after ``warmup`` batches (the shuffle buffer fills)."""
+def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_seconds: float = 2.0) -> float:
+    """Mean seconds per batch of an input stream after ``warmup`` batches (the shuffle buffer fills), over at
+    least ``n`` batches and ``min_seconds``: packing text delivers thousands of sequences in a burst, and
+    batches that piled up in prefetch buffers must not pass for the pipeline's rate."""
     for _ in range(warmup):
         next(batches)
-    times = []
-    for _ in range(n):
-        began = time.perf_counter()
+    began = time.perf_counter()
+    count = 0
+    while count < n or time.perf_counter() - began < min_seconds:
         next(batches)
-        times.append(time.perf_counter() - began)
-    return float(np.median(times))
+        count += 1
+    return (time.perf_counter() - began) / count
 
 
 def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup: int = 2, blocks: int = 5) -> float:

@@ -10,6 +10,7 @@ import fcntl
 import gzip
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -18,7 +19,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+# Progress bars of TFDS's preparation would interleave with the run's own output.
+tfds.disable_progress_bar()
+
 FASHION_MNIST_DIR = Path(os.environ.get("ECHO_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+# Debian's python3-doc: the reStructuredText sources of the Python documentation, a real English corpus.
+PYTHON_DOCS_DIR = Path(os.environ.get("ECHO_PYTHON_DOCS_DIR", "/usr/share/doc/python3/html/_sources"))
+# Every tenth document (by a hash of its path) is held out for validation.
+VALIDATION_EVERY = 10
 FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
                          "Bag", "Ankle boot"]
 
@@ -27,6 +35,11 @@ HOW_TO_GET = {
                      "or prepare TFDS fashion_mnist into {data_dir}",
     "cifar10": "on a machine with internet run `tfds build cifar10 --data_dir=/some/dir`, then copy "
                "/some/dir/cifar10 to {data_dir}/cifar10 (or set data.dir=/some/dir)",
+    "python_docs": "install Debian's copy with `sudo apt-get install python3-doc` (or `make setup`)",
+    "lm1b": "on a machine with internet run `tfds build lm1b --data_dir=/some/dir`, then copy /some/dir/lm1b to "
+            "{data_dir}/lm1b (or set data.dir=/some/dir)",
+    "c4": "build c4/en with Apache Beam as https://www.tensorflow.org/datasets/catalog/c4 describes "
+          "(`tfds build c4/en --data_dir=/some/dir --beam_pipeline_options=...`), then copy /some/dir/c4 to {data_dir}/c4",
     "imagenet2012": "download ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from image-net.org into "
                     "~/tensorflow_datasets/downloads/manual, run `tfds build imagenet2012 --data_dir={data_dir}` "
                     "(or set data.dir to a directory holding a prepared imagenet2012)",
@@ -57,7 +70,8 @@ class Source:
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         """One epoch of records, image bytes undecoded; files are read in a seeded order."""
-        return self._read(shuffle_files=True, decoders={"image": tfds.decode.SkipDecoding()},
+        decoders = {"image": tfds.decode.SkipDecoding()} if "image" in self.builder.info.features else None
+        return self._read(shuffle_files=True, decoders=decoders,
                           read_config=tfds.ReadConfig(shuffle_seed=seed, shuffle_reshuffle_each_iteration=True))
 
     def decoded(self) -> tf.data.Dataset:
@@ -73,8 +87,9 @@ class Source:
         except AssertionError as e:  # TFDS's way of saying the data set was never prepared here
             if "could not find data" not in str(e):
                 raise
+            how = HOW_TO_GET[self.name.split("/")[0]]
             raise DataMissing(f"{self.name} is not prepared in {self.builder.data_dir_root}: "
-                              + HOW_TO_GET[self.name].format(data_dir=self.builder.data_dir_root)) from None
+                              + how.format(data_dir=self.builder.data_dir_root)) from None
 
 
 def data_dir(configured: Optional[str]) -> Path:
@@ -90,7 +105,9 @@ def load(dataset: str, split: str, directory: Path) -> Source:
     """
     if dataset == "fashion_mnist":
         return Source(dataset, _fashion_mnist(directory), split)
-    if dataset not in HOW_TO_GET:
+    if dataset == "python_docs":
+        return Source(dataset, _offline(PythonDocs, PYTHON_DOCS_DIR / "library", directory), split)
+    if dataset.split("/")[0] not in HOW_TO_GET:
         raise DataMissing(f"unknown data set {dataset!r}; known: {', '.join(HOW_TO_GET)}")
     return Source(dataset, tfds.builder(dataset, data_dir=str(directory)), split)
 
@@ -100,16 +117,23 @@ def _fashion_mnist(directory: Path) -> tfds.core.DatasetBuilder:
         official = tfds.builder("fashion_mnist", data_dir=str(directory))
         if official.is_prepared():
             return official
-    builder = DebianFashionMnist(data_dir=str(directory))
-    if not builder.is_prepared():
-        if not (FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").exists():
-            raise DataMissing(f"Fashion-MNIST is not in {FASHION_MNIST_DIR} nor prepared in {directory}: "
-                              + HOW_TO_GET["fashion_mnist"].format(data_dir=directory))
-        with _lock(directory / ".debian_fashion_mnist.lock"):
-            builder = DebianFashionMnist(data_dir=str(directory))
-            if not builder.is_prepared():  # another process may have prepared it while we waited
-                print(f"Preparing Fashion-MNIST from {FASHION_MNIST_DIR} into {directory} (once) ...", flush=True)
-                builder.download_and_prepare()
+    return _offline(DebianFashionMnist, FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz", directory)
+
+
+def _offline(builder_class: type, needs: Path, directory: Path) -> tfds.core.DatasetBuilder:
+    """A builder over files a Debian package installs, prepared once (under a lock: sweeps run in parallel)."""
+    builder = builder_class(data_dir=str(directory))
+    if builder.is_prepared():
+        return builder
+    name = builder.name
+    if not needs.exists():
+        raise DataMissing(f"{name} needs {needs}, which is missing: " + HOW_TO_GET[builder_class.DATASET]
+                          .format(data_dir=directory))
+    with _lock(directory / f".{name}.lock"):
+        builder = builder_class(data_dir=str(directory))
+        if not builder.is_prepared():  # another process may have prepared it while we waited
+            print(f"Preparing {name} from {needs.parent} into {directory} (once) ...", flush=True)
+            builder.download_and_prepare()
     return builder
 
 
@@ -139,6 +163,7 @@ class DebianFashionMnist(tfds.core.GeneratorBasedBuilder):
     """Fashion-MNIST from Debian's dataset-fashion-mnist package, with TFDS fashion_mnist's features."""
 
     VERSION = tfds.core.Version("1.0.0")
+    DATASET = "fashion_mnist"
 
     def _info(self) -> tfds.core.DatasetInfo:
         return tfds.core.DatasetInfo(
@@ -161,3 +186,34 @@ class DebianFashionMnist(tfds.core.GeneratorBasedBuilder):
         labels = read_idx(FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")
         for i, (image, label) in enumerate(zip(images, labels)):
             yield i, {"image": image[..., None], "label": int(label)}
+
+
+def python_docs_split(path: str) -> str:
+    """The split a document belongs to, fixed by a hash of its path relative to the sources folder."""
+    return "validation" if zlib.crc32(path.encode()) % VALIDATION_EVERY == 0 else "train"
+
+
+class PythonDocs(tfds.core.GeneratorBasedBuilder):
+    """The reStructuredText sources of the Python documentation (Debian's python3-doc), one example per
+    document, split into train and validation by document."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    DATASET = "python_docs"
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description="Python documentation sources read from " + str(PYTHON_DOCS_DIR),
+            features=tfds.features.FeaturesDict({"text": tfds.features.Text(), "path": tfds.features.Text()}),
+            homepage="https://docs.python.org/3/",
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # nothing to download: the files are on disk
+        return {split: self._generate_examples(split) for split in ("train", "validation")}
+
+    def _generate_examples(self, split: str):
+        for path in sorted(PYTHON_DOCS_DIR.rglob("*.rst.txt")):
+            relative = str(path.relative_to(PYTHON_DOCS_DIR))
+            if python_docs_split(relative) == split:
+                yield relative, {"text": path.read_text(encoding="utf-8", errors="replace"), "path": relative}

@@ -6,7 +6,6 @@ skipped.csv, figures/*.png|svg and report.md into DIR. Run directories that cann
 """
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from echo_experiments.report import figures, tables  # noqa: E402
+from echo_experiments.report.markdown import table  # noqa: E402
 from echo_experiments.report.collect import collect  # noqa: E402
 
 
@@ -61,27 +61,6 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, skipped: list, out:
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 
-def _cell(value, kind: str = "") -> str:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        if math.isinf(value):
-            return "not reached" if kind in ("count", "seconds") else "inf"
-        if kind == "count":
-            return f"{value:,.0f}"
-        if kind == "seconds":
-            return f"{value:,.1f}"
-        return f"{value:.3g}" if kind != "int" else f"{value:.0f}"
-    return str(value)
-
-
-def _md_table(frame: pd.DataFrame, kinds: dict[str, str]) -> str:
-    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
-    body = "".join("| " + " | ".join(_cell(v, kinds.get(c, "")) for c, v in row.items()) + " |\n"
-                   for _, row in frame.iterrows())
-    return head + body
-
-
 def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
     counts = {c: "count" for c in ("median", "min", "max")}
     seconds = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds")}
@@ -93,12 +72,12 @@ def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
         "target with the fewest fresh examples); min and max are over studies. A study that never reached the "
         "target counts as not reached (infinitely many fresh examples), never as zero. "
         "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
-        "## Fresh examples to target\n", _md_table(fresh, counts),
+        "## Fresh examples to target\n", table(fresh, counts),
         "## Training seconds to target and speedup\n",
         "Seconds exclude evaluation. The ideal speedup is min(e, R), R = upstream / downstream time per step, "
         "where the runs measured it.\n",
-        _md_table(speed, seconds),
-        "## Best metric reached (final performance)\n", _md_table(final, {}),
+        table(speed, seconds),
+        "## Best metric reached (final performance)\n", table(final, {}),
     ]
     if drawn:
         parts.append("## Figures\n")

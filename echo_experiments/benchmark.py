@@ -1,0 +1,141 @@
+"""``python -m echo_experiments.benchmark [overrides] [--repeats N] [--out FILE]``: is the echo stage free,
+and what does the runner's train loop cost? Medians over repeats, every variant measured in the same run.
+
+1. Echo: items per second the input pipeline delivers with nothing downstream, for every echo point and
+   factor, on input-bound storage (the paper's setting: upstream is the bottleneck, so an echoed pipeline
+   should deliver e times the plain one's items) and on local storage (for reference: there the stages after
+   the echo point repeat their work). Efficiency = delivered items/s / (e x plain items/s).
+2. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
+   loss bookkeeping) against a bare loop of the same compiled step, both over the same cached batches.
+"""
+
+import argparse
+import itertools
+import sys
+import tempfile
+import time
+from types import SimpleNamespace
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+from omegaconf import OmegaConf
+
+from echo_experiments import optim
+from echo_experiments.data.echo import FreshCounter
+from echo_experiments.data.sources import data_dir
+from echo_experiments.data.storage import Store
+from echo_experiments.report.markdown import table
+from echo_experiments.runs import RunDir
+from echo_experiments.train import TrainState, fit, make_train_step, resolve_config
+from echo_experiments.workloads import make
+
+POINTS = ("before_augmentation", "after_augmentation", "after_batching")
+# The input-bound storage of the wall-clock experiment (experiment=wall_clock_cpu).
+SLOW = {"kind": "emulated", "latency_ms": 10.0, "parallel_reads": 4}
+
+
+def delivery(workload, store, placement: str, factor: float, seed: int, batches: int) -> tuple[float, float]:
+    """(delivered items/s, fresh items/s) of the pipeline alone in its steady state: after the shuffle
+    buffer has filled and the batches that piled up in the prefetch buffers meanwhile are drained."""
+    echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=0)
+    stream = workload.train_batches(echo_cfg, seed, store.records(seed)).as_numpy_iterator()
+    for _ in range(max(10, batches // 3)):
+        next(stream)
+    counter = FreshCounter()
+    began = time.perf_counter()
+    delivered = 0
+    for batch in itertools.islice(stream, batches):
+        counter.update(batch["read_id"])
+        delivered += len(batch["read_id"])
+    seconds = time.perf_counter() - began
+    return delivered / seconds, counter.count / seconds
+
+
+def echo_table(cfg, repeats: int, batches: int) -> pd.DataFrame:
+    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    rows = []
+    for storage_name, storage in (("input-bound", {**OmegaConf.to_container(cfg.storage), **SLOW}),
+                                  ("local", {**OmegaConf.to_container(cfg.storage), "kind": "local"})):
+        with Store(OmegaConf.create(storage), workload.train_source) as store:
+            conditions = [("none", 1.0)] + [(p, e) for p in POINTS for e in (2.0, 4.0)]
+            samples = {c: [] for c in conditions}
+            for _ in range(repeats):  # interleaved, so drift in the machine's speed hits every condition alike
+                for placement, factor in conditions:
+                    samples[(placement, factor)].append(
+                        delivery(workload, store, placement, factor, cfg.seed, int(batches * factor)))
+            plain = np.median([d for d, _ in samples[("none", 1.0)]])
+            for (placement, factor), values in samples.items():
+                delivered = float(np.median([d for d, _ in values]))
+                rows.append({"storage": storage_name, "placement": placement, "echo_factor": factor,
+                             "delivered_items_per_s": delivered,
+                             "fresh_items_per_s": float(np.median([f for _, f in values])),
+                             "efficiency": delivered / (factor * plain)})
+    return pd.DataFrame(rows)
+
+
+def runner_table(cfg, repeats: int, steps: int) -> pd.DataFrame:
+    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    cached = list(itertools.islice(workload.train_batches(cfg.echo, cfg.seed).as_numpy_iterator(), 32))
+    batches = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in cached]) for k in cached[0]}).repeat()
+    run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
+                                                "profile_batches": 0, "progress": False,
+                                                "stop_at_target": False}})
+    tx = optim.optimizer(cfg.optimizer, steps)
+    step = make_train_step(workload, tx)
+    params, model_state = jax.jit(workload.init)(jax.random.PRNGKey(cfg.seed))
+    runner, bare = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as out:
+            summary = fit(run_cfg, workload, RunDir(out), store=None, batches=batches)
+        runner.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
+        state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), jax.random.PRNGKey(1))
+        stream = batches.as_numpy_iterator()
+        first = next(stream)
+        first.pop("read_id")
+        state, loss = step(state, first)
+        jax.block_until_ready(loss)
+        began = time.perf_counter()
+        for batch in itertools.islice(stream, steps - 1):
+            batch.pop("read_id")
+            state, loss = step(state, batch)
+        jax.block_until_ready(loss)
+        bare.append((steps - 1) / (time.perf_counter() - began))
+    r, b = float(np.median(runner)), float(np.median(bare))
+    return pd.DataFrame([{"loop": "bare jitted loop", "steps_per_s": b, "relative": 1.0},
+                         {"loop": "trainer (fit)", "steps_per_s": r, "relative": r / b}])
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from echo_experiments.__main__ import fail
+    from echo_experiments.preflight import check_command_line, compose_all
+
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=30, help="plain batches timed per pipeline measurement")
+    parser.add_argument("--steps", type=int, default=300, help="steps timed per loop measurement")
+    parser.add_argument("--out", help="also write the tables here (markdown)")
+    args = parser.parse_args(argv)
+    error = check_command_line(args.overrides)
+    if error:
+        fail(error)
+    cfg = resolve_config(next(iter(compose_all(args.overrides, multirun=False))))
+    echo = echo_table(cfg, args.repeats, args.batches)
+    runner = runner_table(cfg, args.repeats, args.steps)
+    command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
+    text = (f"Measured with `{command}` ({args.repeats} repeats, medians).\n\n"
+            "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +
+            "\n## Train loop: steps/s on the same cached batches\n\n" + table(runner))
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

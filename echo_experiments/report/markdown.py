@@ -1,0 +1,30 @@
+"""Tables as Markdown, with numbers formatted for reading."""
+
+import math
+from typing import Any, Optional
+
+import pandas as pd
+
+
+def cell(value: Any, kind: str = "") -> str:
+    """One value: ``count`` and ``seconds`` say 'not reached' for infinity; NaN is left empty."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        if math.isinf(value):
+            return "not reached" if kind in ("count", "seconds") else "inf"
+        if kind == "count":
+            return f"{value:,.0f}"
+        if kind == "seconds":
+            return f"{value:,.1f}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return str(value)
+
+
+def table(frame: pd.DataFrame, kinds: Optional[dict[str, str]] = None) -> str:
+    """A Markdown table; ``kinds`` maps a column to the kind of number in it (see :func:`cell`)."""
+    kinds = kinds or {}
+    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
+    body = "".join("| " + " | ".join(cell(v, kinds.get(c, "")) for c, v in row.items()) + " |\n"
+                   for _, row in frame.iterrows())
+    return head + body

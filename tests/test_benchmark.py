@@ -1,0 +1,19 @@
+"""The benchmark command runs and writes its tables (its numbers go to the README, not into assertions)."""
+
+import subprocess
+import sys
+
+from test_train import FAST
+
+
+def test_benchmark_writes_both_tables(tmp_path):
+    out = tmp_path / "bench.md"
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments.benchmark", "--repeats", "1", "--batches", "2",
+                           "--steps", "10", "--out", str(out), *FAST, "workload.shuffle_buffer=64"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = out.read_text()
+    assert "## Echo stage: items/s delivered, nothing downstream" in text
+    for placement in ("before_augmentation", "after_augmentation", "after_batching"):
+        assert text.count(f"| {placement} |") == 4  # e=2 and e=4, on both storages
+    assert "| bare jitted loop |" in text and "| trainer (fit) |" in text
