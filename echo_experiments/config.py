@@ -92,6 +92,8 @@ class WorkloadConfig:
     model: Dict[str, Any] = _f(allowed="a mapping of model options", default_factory=dict)
     # Text pipelines: seq_len, tokenizer (byte | sentencepiece), vocab_size, pack_docs, doc_shuffle_buffer.
     text: Dict[str, Any] = _f(allowed="a mapping of text options", default_factory=dict)
+    # Detection: image_size, max_boxes, score_threshold, max_detections.
+    detection: Dict[str, Any] = _f(allowed="a mapping of detection options", default_factory=dict)
     label_smoothing: float = _f(0.0, "a real number in [0, 1)")
     target: TargetConfig = _f(allowed="metric, value, mode", default_factory=TargetConfig)
     # What a tuning study searches over (see tuning.py).
@@ -105,11 +107,14 @@ class OptimizerConfig:
     momentum: float = _f(0.9, "a real number in [0, 1)")
     nesterov: bool = _f(True, "true or false")
     weight_decay: float = _f(0.0, "a real number >= 0")
-    schedule: str = _f("constant", "one of constant, linear_decay")
+    schedule: str = _f("constant", "one of constant, linear_decay, piecewise_exponential")
     warmup_steps: int = _f(0, "an integer >= 0")
     # Linear decay from learning_rate to learning_rate * final_fraction over decay_steps, then flat.
     decay_steps: Optional[int] = _f(None, "null (= trainer.max_steps) or an integer >= 1")
     final_fraction: float = _f(0.0, "a real number in [0, 1]")
+    # piecewise_exponential: the rate is multiplied by decay_factor at each boundary (steps after warmup).
+    decay_boundaries: List[int] = _f(allowed="a list of increasing integers >= 1", default_factory=list)
+    decay_factor: float = _f(0.1, "a real number in (0, 1]")
 
 
 @dataclass
@@ -248,7 +253,11 @@ def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
     _check(_is_real(o.learning_rate) and o.learning_rate > 0, "optimizer.learning_rate", o.learning_rate)
     _check(_is_real(o.momentum) and 0 <= o.momentum < 1, "optimizer.momentum", o.momentum)
     _check(_is_real(o.weight_decay) and o.weight_decay >= 0, "optimizer.weight_decay", o.weight_decay)
-    _check(o.schedule in ("constant", "linear_decay"), "optimizer.schedule", o.schedule)
+    _check(o.schedule in ("constant", "linear_decay", "piecewise_exponential"), "optimizer.schedule", o.schedule)
+    bounds = list(o.decay_boundaries)
+    _check(all(_is_int(b) and b >= 1 for b in bounds) and bounds == sorted(set(bounds)),
+           "optimizer.decay_boundaries", bounds)
+    _check(_is_real(o.decay_factor) and 0 < o.decay_factor <= 1, "optimizer.decay_factor", o.decay_factor)
     _check(_is_int(o.warmup_steps) and o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps)
     _check(o.decay_steps is None or (_is_int(o.decay_steps) and o.decay_steps >= 1),
            "optimizer.decay_steps", o.decay_steps)

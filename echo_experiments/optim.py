@@ -1,7 +1,9 @@
 """Optimizers and learning-rate schedules from an ``optimizer`` config (Optax).
 
-The paper trains ResNets with Nesterov momentum and a linear learning-rate decay, and Transformers with a
-constant rate: ``schedule`` is ``linear_decay`` or ``constant``, either after an optional linear warmup.
+The paper trains ResNets with Nesterov momentum and a linear learning-rate decay, Transformers with a
+constant rate, and SSD with momentum and a piecewise exponential decay: ``schedule`` is ``linear_decay``,
+``constant`` or ``piecewise_exponential`` (times ``decay_factor`` at each of ``decay_boundaries``), each after
+an optional linear warmup.
 """
 
 from typing import Any
@@ -14,6 +16,9 @@ def schedule(cfg: Any, max_steps: int) -> optax.Schedule:
     lr = float(cfg.learning_rate)
     if cfg.schedule == "linear_decay":
         main = optax.linear_schedule(lr, lr * float(cfg.final_fraction), int(cfg.decay_steps or max_steps))
+    elif cfg.schedule == "piecewise_exponential":
+        # Boundaries count steps after the warmup, like the decay of linear_decay.
+        main = optax.piecewise_constant_schedule(lr, {int(b): float(cfg.decay_factor) for b in cfg.decay_boundaries})
     else:
         main = optax.constant_schedule(lr)
     if cfg.warmup_steps:

@@ -108,6 +108,17 @@ def eval_pipeline(examples: tf.data.Dataset, preprocess: Callable[[Example], Exa
     return examples.map(_plain(preprocess), num_parallel_calls=AUTOTUNE).batch(batch_size).prefetch(AUTOTUNE)
 
 
+# Evaluation sets up to this size (decoded) stay in memory between evaluations.
+EVAL_CACHE_BYTES = 1 << 30
+
+
+def cached_if_small(batches: tf.data.Dataset, examples: Optional[int], bytes_per_example: int) -> tf.data.Dataset:
+    """Keep evaluation batches after the first pass when the whole set fits in EVAL_CACHE_BYTES."""
+    if examples and examples * bytes_per_example <= EVAL_CACHE_BYTES:
+        return batches.cache()
+    return batches
+
+
 def padded(batches: tf.data.Dataset, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
     """NumPy batches padded to ``batch_size`` with a ``mask`` (1 = real example), so eval compiles once."""
     for batch in batches.as_numpy_iterator():

@@ -35,6 +35,11 @@ HOW_TO_GET = {
                      "or prepare TFDS fashion_mnist into {data_dir}",
     "cifar10": "on a machine with internet run `tfds build cifar10 --data_dir=/some/dir`, then copy "
                "/some/dir/cifar10 to {data_dir}/cifar10 (or set data.dir=/some/dir)",
+    "fashion_mnist_detection": "install Debian's copy of Fashion-MNIST with `sudo apt-get install "
+                               "dataset-fashion-mnist` (or `make setup`); the detection set is built from it",
+    "coco": "download the 2017 images and annotations from https://cocodataset.org into "
+            "~/tensorflow_datasets/downloads/manual, run `tfds build coco/2017 --data_dir={data_dir}` (or set "
+            "data.dir to a directory holding a prepared coco/2017)",
     "python_docs": "install Debian's copy with `sudo apt-get install python3-doc` (or `make setup`)",
     "lm1b": "on a machine with internet run `tfds build lm1b --data_dir=/some/dir`, then copy /some/dir/lm1b to "
             "{data_dir}/lm1b (or set data.dir=/some/dir)",
@@ -105,6 +110,9 @@ def load(dataset: str, split: str, directory: Path) -> Source:
     """
     if dataset == "fashion_mnist":
         return Source(dataset, _fashion_mnist(directory), split)
+    if dataset == "fashion_mnist_detection":
+        return Source(dataset, _offline(FashionMnistDetection, FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz",
+                                        directory), split)
     if dataset == "python_docs":
         return Source(dataset, _offline(PythonDocs, PYTHON_DOCS_DIR / "library", directory), split)
     if dataset.split("/")[0] not in HOW_TO_GET:
@@ -217,3 +225,69 @@ class PythonDocs(tfds.core.GeneratorBasedBuilder):
             relative = str(path.relative_to(PYTHON_DOCS_DIR))
             if python_docs_split(relative) == split:
                 yield relative, {"text": path.read_text(encoding="utf-8", errors="replace"), "path": relative}
+
+
+class FashionMnistDetection(tfds.core.GeneratorBasedBuilder):
+    """A detection set made from real Fashion-MNIST items: 1-4 items per 64x64 canvas, each scaled to
+    14-40 pixels and placed where it overlaps no other; each box is the tight box of the item's nonzero
+    pixels, so boxes and classes are exact. Train canvases use the training items, test the test items."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    DATASET = "fashion_mnist_detection"
+    CANVAS = 64
+    SPLITS = {"train": ("train", 12_000, 0), "test": ("t10k", 2_000, 1)}  # split: (items, canvases, seed)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description="Fashion-MNIST items on 64x64 canvases, from " + str(FASHION_MNIST_DIR),
+            features=tfds.features.FeaturesDict({
+                "image": tfds.features.Image(shape=(self.CANVAS, self.CANVAS, 1)),
+                "objects": tfds.features.Sequence({
+                    "bbox": tfds.features.BBoxFeature(),
+                    "label": tfds.features.ClassLabel(names=FASHION_MNIST_CLASSES),
+                }),
+            }),
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager  # nothing to download: the items are on disk
+        return {split: self._generate_examples(split) for split in self.SPLITS}
+
+    def _generate_examples(self, split: str):
+        prefix, count, seed = self.SPLITS[split]
+        items = read_idx(FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")
+        labels = read_idx(FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")
+        rng = np.random.default_rng(seed)
+        for i in range(count):
+            image, boxes, classes = compose_canvas(rng, items, labels, self.CANVAS)
+            yield i, {"image": image[..., None],
+                      "objects": {"bbox": [tfds.features.BBox(*b) for b in boxes], "label": classes}}
+
+
+def compose_canvas(rng: np.random.Generator, items: np.ndarray, labels: np.ndarray, size: int):
+    """One canvas: (uint8 image [size, size], boxes as normalised (ymin, xmin, ymax, xmax), labels)."""
+    from PIL import Image
+
+    canvas = np.zeros((size, size), np.uint8)
+    taken = np.zeros((size, size), bool)
+    boxes, classes = [], []
+    for _ in range(int(rng.integers(1, 5))):
+        for _attempt in range(20):
+            k = int(rng.integers(len(items)))
+            side = int(rng.integers(14, 41))
+            item = np.asarray(Image.fromarray(items[k]).resize((side, side), Image.BILINEAR))
+            rows, cols = np.flatnonzero(item.any(axis=1)), np.flatnonzero(item.any(axis=0))
+            if rows.size == 0:
+                continue
+            item = item[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]  # the item's tight extent
+            h, w = item.shape
+            top, left = int(rng.integers(0, size - h + 1)), int(rng.integers(0, size - w + 1))
+            if taken[max(0, top - 1):top + h + 1, max(0, left - 1):left + w + 1].any():
+                continue  # keep a pixel of space: boxes never touch, so each box holds one item's pixels
+            canvas[top:top + h, left:left + w] = item
+            taken[top:top + h, left:left + w] = True
+            boxes.append((top / size, left / size, (top + h) / size, (left + w) / size))
+            classes.append(int(labels[k]))
+            break
+    return canvas, boxes, classes

@@ -9,6 +9,7 @@ from echo_experiments.workloads.base import Target, Workload
 TASKS = {
     "image_classification": "echo_experiments.workloads.image_classification:ImageClassification",
     "language_model": "echo_experiments.workloads.language_model:LanguageModel",
+    "detection": "echo_experiments.workloads.detection:Detection",
 }
 
 __all__ = ["TASKS", "Target", "Workload", "check_config", "make", "task_class", "task_placements"]

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from echo_experiments.config import ConfigError
 from echo_experiments.data import sources
-from echo_experiments.data.pipeline import Stages, eval_pipeline, padded, train_pipeline
+from echo_experiments.data.pipeline import Stages, cached_if_small, eval_pipeline, padded, train_pipeline
 from echo_experiments.models import resnet
 from echo_experiments.workloads.base import Workload
 
@@ -26,8 +26,6 @@ NORMALIZATION = {
     "imagenet2012": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 }
 AUGMENT_KEYS = ("crop_padding", "flip", "image_size", "random_resized_crop")
-# Decoded eval splits up to this size are kept in memory between evaluations.
-EVAL_CACHE_BYTES = 1 << 30
 
 
 class ImageClassification(Workload):
@@ -134,10 +132,11 @@ class ImageClassification(Workload):
                                 "label": x["label"]}
         batches = eval_pipeline(self.eval_source.decoded(), preprocess, batch_size=self.cfg.eval_batch_size,
                                 limit=self.cfg.eval_examples)
-        n = self.cfg.eval_examples or self.eval_source.num_examples
-        if n and self.stored_shape and not size and n * int(np.prod(self.stored_shape)) <= EVAL_CACHE_BYTES:
-            batches = batches.cache()
-        return batches
+        shape = (size, size, self.channels) if size else self.stored_shape
+        if shape is None:
+            return batches
+        return cached_if_small(batches, self.cfg.eval_examples or self.eval_source.num_examples,
+                               int(np.prod(shape)))
 
     # --- model, loss, evaluation ----------------------------------------------------------------------
 
