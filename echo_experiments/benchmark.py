@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from echo_experiments import optim
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
+from echo_experiments.data.pipeline import Feed
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.runs import RunDir
@@ -42,7 +43,7 @@ def delivery(workload, store, placement: str, factor: float, seed: int, batches:
     """(delivered items/s, fresh items/s) of the pipeline alone in its steady state: after the shuffle
     buffer has filled and the batches that piled up in the prefetch buffers meanwhile are drained."""
     echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=0)
-    stream = workload.train_batches(echo_cfg, seed, store.records(seed)).as_numpy_iterator()
+    stream = workload.train_batches(echo_cfg, seed, Feed(store.records(seed))).as_numpy_iterator()
     for _ in range(max(10, batches // 3)):
         next(stream)
     counter = FreshCounter()
@@ -82,15 +83,15 @@ def runner_table(cfg, repeats: int, steps: int) -> pd.DataFrame:
     cached = list(itertools.islice(workload.train_batches(cfg.echo, cfg.seed).as_numpy_iterator(), 32))
     batches = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in cached]) for k in cached[0]}).repeat()
     run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
-                                                "profile_batches": 0, "progress": False,
-                                                "stop_at_target": False}})
+                                                "profile_batches": 0, "progress": False, "stop_at_target": False,
+                                                "checkpoint_every_steps": 0}})
     tx = optim.optimizer(cfg.optimizer, steps)
     step = make_train_step(workload, tx)
     params, model_state = jax.jit(workload.init)(jax.random.PRNGKey(cfg.seed))
     runner, bare = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
-            summary = fit(run_cfg, workload, RunDir(out), store=None, batches=batches)
+            summary = fit(run_cfg, workload, RunDir(out), batches=batches)
         runner.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
         state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), jax.random.PRNGKey(1))
         stream = batches.as_numpy_iterator()

@@ -125,6 +125,13 @@ class TrainerConfig:
     max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1")
     stop_at_target: bool = _f(True, "true or false")
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)")
+    # Orbax checkpoints (with the input iterator's state) every this many steps and at the end; 0 = none.
+    checkpoint_every_steps: int = _f(500, "an integer >= 0 (0 = no checkpoints)")
+    precision: str = _f("float32", "one of float32, bfloat16 (bfloat16 compute, float32 parameters)")
+    # Split each batch over every device (one mesh axis "data"); false: one device.
+    data_parallel: bool = _f(True, "true or false")
+    # Several processes (hosts): jax.distributed.initialize() reads SLURM, Open MPI or TPU settings.
+    distributed: bool = _f(False, "true or false")
     # Batches and steps timed before training for the summary's timing facts (see profile.py); 0 = none.
     profile_batches: int = _f(20, "an integer >= 0 (0 = no timing facts)")
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
@@ -156,6 +163,8 @@ class StorageConfig:
 class DataConfig:
     # Where TFDS data sets live; null = $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default).
     dir: Optional[str] = _f(None, "null or a directory path")
+    # A tf.data service dispatcher (grpc://host:port) whose workers read, decode and shuffle; echoing stays local.
+    service: Optional[str] = _f(None, "null or a tf.data service address grpc://host:port")
 
 
 @dataclass
@@ -283,6 +292,16 @@ def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
 
     _check(_is_int(t.max_steps) and t.max_steps >= 1, "trainer.max_steps", t.max_steps)
     _check(_is_int(t.profile_batches) and t.profile_batches >= 0, "trainer.profile_batches", t.profile_batches)
+    _check(_is_int(t.checkpoint_every_steps) and t.checkpoint_every_steps >= 0, "trainer.checkpoint_every_steps",
+           t.checkpoint_every_steps)
+    _check(t.precision in ("float32", "bfloat16"), "trainer.precision", t.precision)
+    service = cfg.data.service
+    _check(service is None or (isinstance(service, str) and service.startswith("grpc://")), "data.service", service)
+    if service is not None and cfg.storage.kind != "local":
+        raise ConfigError("storage.kind", cfg.storage.kind, "local with data.service (the service reads the data)")
+    if service is not None and t.checkpoint_every_steps:
+        raise ConfigError("trainer.checkpoint_every_steps", t.checkpoint_every_steps,
+                          "0 with data.service (the service's workers hold the input's state, which no checkpoint can save)")
     _check(t.max_fresh_examples is None or (_is_int(t.max_fresh_examples) and t.max_fresh_examples >= 1),
            "trainer.max_fresh_examples", t.max_fresh_examples)
     _check(_is_int(t.eval_every_fresh_examples) and t.eval_every_fresh_examples >= 1,

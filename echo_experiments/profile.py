@@ -79,10 +79,10 @@ def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup
     return float(np.median(times))
 
 
-def measure(workload: Any, records: Any, cfg: Any, step: Callable, state: Any, n: int) -> Timing:
-    """Both rates for a run's config: the pipeline without echoing, and the compiled step."""
+def measure(workload: Any, feed: Any, cfg: Any, step: Callable, state: Any, n: int) -> Timing:
+    """Both rates for a run's config: the pipeline (fed by ``feed``) without echoing, and the compiled step."""
     plain = SimpleNamespace(placement="none", factor=1.0, shuffle_buffer=0)
-    stream = workload.train_batches(plain, cfg.seed, records).as_numpy_iterator()
+    stream = workload.train_batches(plain, cfg.seed, feed).as_numpy_iterator()
     up = upstream_s_per_batch(stream, n)
     batch = next(stream)
     batch.pop("read_id")

@@ -56,6 +56,11 @@ class RunDir:
         write_atomic(self.path / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
         (self.path / METRICS).unlink(missing_ok=True)
 
+    def keep_metrics_until(self, step: int) -> None:
+        """Drop the rows written after ``step`` (a run resuming from its checkpoint there writes them again)."""
+        rows = [r for r in self.metrics() if r["step"] <= step]
+        write_atomic(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in rows))
+
     def append_metrics(self, row: dict[str, Any]) -> None:
         with open(self.path / METRICS, "a") as f:
             f.write(json.dumps(_jsonable(row)) + "\n")
@@ -67,7 +72,10 @@ class RunDir:
         write_atomic(self.path / SUMMARY, json.dumps(_jsonable(summary), indent=2) + "\n")
 
     def differences(self, cfg: DictConfig) -> list[str]:
-        """The dotted keys at which this run's stored config differs from ``cfg`` ([] if none is stored)."""
+        """The dotted keys at which this run's stored config differs from ``cfg`` ([] if none is stored).
+
+        Keys the stored config lacks do not count: they were added to the schema after the run was made,
+        and their defaults keep the behaviour the run had."""
         path = self.path / CONFIG
         if not path.exists():
             return []
@@ -87,8 +95,8 @@ class RunDir:
                         yield json.loads(line)
 
 
-def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [k for key in sorted(set(a) | set(b), key=str)
-                for k in _diff(a.get(key), b.get(key), f"{prefix}{key}.")]
-    return [] if a == b else [prefix.rstrip(".")]
+def _diff(stored: Any, current: Any, prefix: str = "") -> list[str]:
+    if isinstance(stored, dict) and isinstance(current, dict):
+        return [k for key in sorted(stored, key=str)
+                for k in _diff(stored[key], current.get(key), f"{prefix}{key}.")]
+    return [] if stored == current else [prefix.rstrip(".")]

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from conftest import compose_config
 from echo_experiments.config import ConfigError
@@ -73,7 +74,17 @@ def test_a_killed_sweep_finishes_on_rerun_without_redoing_complete_trials(tmp_pa
 
 def test_a_complete_run_directory_is_not_reused_for_another_config(tmp_path):
     run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
-    with pytest.raises(ConfigError, match="already holds a complete run with another config .*trainer.max_steps"):
+    with pytest.raises(ConfigError, match="already holds a run with another config .*trainer.max_steps"):
+        run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
+
+
+def test_a_key_added_to_the_schema_after_a_run_does_not_make_it_another_config(tmp_path):
+    first = run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
+    stored = OmegaConf.load(tmp_path / "config.yaml")
+    del stored.trainer["precision"]  # as a run directory written before the key existed
+    OmegaConf.save(stored, tmp_path / "config.yaml")
+    assert run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path) == first
+    with pytest.raises(ConfigError, match="differs at trainer.max_steps"):
         run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
 
 
@@ -87,3 +98,14 @@ def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     found = summaries(tmp_path)
     assert sorted(s["echo_factor"] for s in found.values()) == [1.0, 2.0]
     assert all(s["status"] == "not_reached" and s["steps"] == 20 for s in found.values())
+
+
+@pytest.mark.parametrize("launcher,nodes", [("slurm", 1), ("slurm_multinode", 2)])
+def test_cluster_launchers_compose_to_submitit_slurm(launcher, nodes):
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(version_base="1.3", config_module="echo_experiments.conf"):
+        cfg = compose("config", overrides=[f"hydra/launcher={launcher}", "hydra.launcher.gpus_per_node=4"],
+                      return_hydra_config=True)
+    assert cfg.hydra.launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (cfg.hydra.launcher.nodes, cfg.hydra.launcher.gpus_per_node) == (nodes, 4)

@@ -66,6 +66,18 @@ class FreshCounter:
         self._seen = np.zeros(1 << 16, dtype=bool)
         self.count = 0
 
+    @property
+    def seen(self) -> np.ndarray:
+        """The read ids seen so far, as a mask indexed by id (for checkpoints)."""
+        return self._seen
+
+    @classmethod
+    def from_seen(cls, seen: np.ndarray) -> "FreshCounter":
+        counter = cls()
+        counter._seen = np.asarray(seen, dtype=bool).copy()
+        counter.count = int(counter._seen.sum())
+        return counter
+
     def update(self, read_ids: np.ndarray) -> int:
         """Mark a batch's read ids as seen; return how many of them were fresh."""
         ids = np.asarray(read_ids, dtype=np.int64).ravel()

@@ -6,7 +6,8 @@
 
 A workload supplies the stages (:class:`Stages`); the echo config chooses at most one echo point, each
 followed by its optional shuffle buffer. With factor 1 (or placement none) no echo stage and no echo
-shuffle are inserted, so the baseline is exactly the plain pipeline.
+shuffle are inserted, so the baseline is exactly the plain pipeline. With a tf.data service
+(``data.service``), every stage before the echo point runs on the service's workers.
 """
 
 import zlib
@@ -52,16 +53,43 @@ def stage_seed(seed: int, stage: str) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(stage.encode())]).generate_state(1)[0])
 
 
+@dataclass(frozen=True)
+class Host:
+    """Which share of the input this process reads: shard ``index`` of ``count``."""
+
+    index: int = 0
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Where a run's training records come from."""
+
+    # One epoch of records as read through the configured storage; None: the workload's own source.
+    records: Optional[tf.data.Dataset] = None
+    host: Host = Host()
+    # A tf.data service (grpc://host:port) that runs the stages up to the shuffle on its workers.
+    service: Optional[str] = None
+
+
 def train_pipeline(records: tf.data.Dataset, stages: Stages, *, batch_size: int, shuffle_buffer: int,
-                   echo_cfg: Any, seed: int, epochs: Optional[int] = None) -> tf.data.Dataset:
+                   echo_cfg: Any, seed: int, epochs: Optional[int] = None, host: Host = Host(),
+                   service: Optional[str] = None) -> tf.data.Dataset:
     """Training batches, each with the ``read_id`` of every example in it; endless unless ``epochs`` is set.
 
     ``records`` is one epoch of source records; it is re-read (and may reorder its files) every epoch.
-    ``echo_cfg`` has ``placement``, ``factor`` and ``shuffle_buffer``.
+    ``echo_cfg`` has ``placement``, ``factor`` and ``shuffle_buffer``. With several hosts, each reads every
+    ``host.count``-th record and makes batches of ``batch_size / host.count``; read ids stay unique across
+    hosts. With a ``service``, every stage upstream of the echo point runs on the service's workers.
     """
-    ds = records.repeat(epochs).enumerate().map(_plain(lambda i, r: {**r, "read_id": i}))
+    local_batch = batch_size // host.count
+    if host.count > 1:
+        records = records.shard(host.count, host.index)
+    ds = records.repeat(epochs).enumerate().map(_plain(lambda i, r: {**r, "read_id": i * host.count + host.index}))
     ds = ds.map(_plain(stages.decode), num_parallel_calls=AUTOTUNE)
     ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "shuffle"))
+    hand_over = _service_point(echo_cfg) if service else None
+    ds = _from_service(ds, service, host, local_batch) if hand_over == "E1" else ds
     ds = _echo_point(ds, "E1", echo_cfg, seed)
     # Seeds are keyed on the position after E1, so the copies of an example echoed there augment differently.
     augment_seed = tf.constant(stage_seed(seed, "augment"), tf.int64)
@@ -72,10 +100,31 @@ def train_pipeline(records: tf.data.Dataset, stages: Stages, *, batch_size: int,
     elif stages.augment is not None:
         augment = _plain(stages.augment)
         ds = ds.enumerate().map(lambda i, x: augment(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE)
+    ds = _from_service(ds, service, host, local_batch) if hand_over == "E2" else ds
     ds = _echo_point(ds, "E2", echo_cfg, seed)
-    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.batch(local_batch, drop_remainder=True)
+    ds = _from_service(ds, service, host, local_batch, batched=True) if hand_over == "E3" else ds
     ds = _echo_point(ds, "E3", echo_cfg, seed)
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _service_point(echo_cfg: Any) -> str:
+    """Where a tf.data service hands the stream over: right before the echo stage (after batching when
+    there is none), so the workers do all the reading, decoding and augmenting that echoing saves."""
+    return POINT.get(echo_cfg.placement, "E3") if echo_cfg.factor != 1 else "E3"
+
+
+def _from_service(ds: tf.data.Dataset, service: str, host: Host, local_batch: int,
+                  batched: bool = False) -> tf.data.Dataset:
+    """``ds`` run on the service's workers (each its own copy, ``parallel_epochs``), read back here.
+
+    Every element a worker sends is a read of its own, so read ids are given here, in arrival order: the
+    count of fresh examples stays exact however many workers there are."""
+    ds = ds.apply(tf.data.experimental.service.distribute(processing_mode="parallel_epochs", service=service))
+    if batched:
+        rows = tf.range(local_batch, dtype=tf.int64)
+        return ds.enumerate().map(lambda i, b: {**b, "read_id": (i * local_batch + rows) * host.count + host.index})
+    return ds.enumerate().map(lambda i, x: {**x, "read_id": i * host.count + host.index})
 
 
 def _options() -> tf.data.Options:
@@ -83,6 +132,8 @@ def _options() -> tf.data.Options:
     # Parallelism comes from the stages' parallel calls; one thread per op keeps the pipeline from
     # spreading over every core at once and stalling the train step's own threads (as flax's examples do).
     options.threading.max_intra_op_parallelism = 1
+    # Storage's Python calls hold no state the iterator must save: checkpoints may ignore them.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return options
 
 

@@ -6,10 +6,13 @@ The trainer and the reporter only talk to this interface; nothing outside a work
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import jax
+import jax.numpy as jnp
 import tensorflow as tf
+
+from echo_experiments.data.pipeline import Feed
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,12 @@ class Workload(abc.ABC):
     def check(cls, cfg: Any) -> None:
         """Raise ConfigError for a task-specific value that is not allowed (without touching data)."""
 
-    @abc.abstractmethod
-    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
-        """The endless training stream: batches of model inputs plus ``read_id``.
+    #: The dtype the model computes in (bfloat16 under mixed precision); inputs are cast to it.
+    compute_dtype: Any = jnp.float32
 
-        ``records`` is one epoch of training records as read through the configured storage; by default the
-        workload's own source read locally.
-        """
+    @abc.abstractmethod
+    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
+        """The endless training stream: batches of model inputs plus ``read_id``, from ``feed``."""
 
     @abc.abstractmethod
     def init(self, rng: jax.Array) -> tuple[Any, Any]:

@@ -7,7 +7,7 @@ resize to ``detection.image_size``. Echo points: before and after augmentation, 
 Evaluation: NMS on the decoded boxes, then COCO mAP from pycocotools.
 """
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +17,7 @@ import tensorflow as tf
 from echo_experiments import mean_ap
 from echo_experiments.config import ConfigError
 from echo_experiments.data import sources
-from echo_experiments.data.pipeline import Stages, cached_if_small, eval_pipeline, padded, train_pipeline
+from echo_experiments.data.pipeline import Feed, Stages, cached_if_small, eval_pipeline, padded, train_pipeline
 from echo_experiments.models import ssd
 from echo_experiments.workloads.base import Workload
 
@@ -82,10 +82,10 @@ class Detection(Workload):
 
     # --- input pipeline -------------------------------------------------------------------------------
 
-    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if records is None else records
+    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
+        records = self.train_source.encoded(seed) if feed.records is None else feed.records
         return train_pipeline(records, Stages(self.decode, self.augment), batch_size=self.cfg.batch_size,
-                              shuffle_buffer=self.cfg.shuffle_buffer, echo_cfg=echo_cfg, seed=seed)
+                              shuffle_buffer=self.cfg.shuffle_buffer, echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
 
     def _boxes(self, objects: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Boxes and labels padded (or cut) to max_boxes, crowd regions left out."""
@@ -136,14 +136,15 @@ class Detection(Workload):
         return variables["params"], {"batch_stats": variables["batch_stats"]}
 
     def _normalize(self, image: jax.Array) -> jax.Array:
-        return (image.astype(jnp.float32) - self._mean) / self._std
+        return ((image.astype(jnp.float32) - self._mean) / self._std).astype(self.compute_dtype)
 
     def loss(self, params, model_state, batch, rng):
         del rng
         (box_pred, logits), new_state = self.model.apply({"params": params, **model_state},
                                                          self._normalize(batch["image"]), train=True,
                                                          mutable=["batch_stats"])
-        value = ssd.loss(box_pred, logits, batch["boxes"], batch["labels"], batch["box_mask"] > 0, self.anchors)
+        value = ssd.loss(box_pred.astype(jnp.float32), logits.astype(jnp.float32), batch["boxes"], batch["labels"],
+                         batch["box_mask"] > 0, self.anchors)
         return value, new_state
 
     def _predictions(self, params, model_state, image):

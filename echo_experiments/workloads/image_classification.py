@@ -5,7 +5,7 @@ images) or random-resized-crop plus flip (ImageNet). Batches stay uint8 on the h
 the accelerator inside the jitted step.
 """
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from echo_experiments.config import ConfigError
 from echo_experiments.data import sources
-from echo_experiments.data.pipeline import Stages, cached_if_small, eval_pipeline, padded, train_pipeline
+from echo_experiments.data.pipeline import Feed, Stages, cached_if_small, eval_pipeline, padded, train_pipeline
 from echo_experiments.models import resnet
 from echo_experiments.workloads.base import Workload
 
@@ -81,11 +81,11 @@ class ImageClassification(Workload):
             return Stages(self.decode, augment_chunk=self.augment_chunk)
         return Stages(self.decode, augment=self.augment)
 
-    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if records is None else records
+    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
+        records = self.train_source.encoded(seed) if feed.records is None else feed.records
         return train_pipeline(records, self.stages(),
                               batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
-                              echo_cfg=echo_cfg, seed=seed)
+                              echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
 
     def decode(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         image = tf.io.decode_image(record["image"], channels=self.channels, expand_animations=False)
@@ -145,14 +145,14 @@ class ImageClassification(Workload):
         return variables["params"], {"batch_stats": variables["batch_stats"]}
 
     def _normalize(self, image: jax.Array) -> jax.Array:
-        return (image.astype(jnp.float32) - self._mean) / self._std
+        return ((image.astype(jnp.float32) - self._mean) / self._std).astype(self.compute_dtype)
 
     def loss(self, params, model_state, batch, rng):
         del rng  # the ResNets have no dropout
         logits, new_state = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]),
                                              train=True, mutable=["batch_stats"])
         labels = optax.smooth_labels(jax.nn.one_hot(batch["label"], self.num_classes), self.cfg.label_smoothing)
-        return optax.softmax_cross_entropy(logits, labels).mean(), new_state
+        return optax.softmax_cross_entropy(logits.astype(jnp.float32), labels).mean(), new_state
 
     def _eval_sums(self, params, model_state, batch):
         logits = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]), train=False)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from echo_experiments.config import ConfigError
 from echo_experiments.data import sources
 from echo_experiments.data.packing import pack
-from echo_experiments.data.pipeline import Stages, padded, stage_seed, train_pipeline
+from echo_experiments.data.pipeline import Feed, Stages, padded, stage_seed, train_pipeline
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
 from echo_experiments.models import transformer
 from echo_experiments.workloads.base import Workload
@@ -76,11 +76,11 @@ class LanguageModel(Workload):
         tokens = documents.map(lambda r: self.tokenizer.encode(r["text"]), num_parallel_calls=tf.data.AUTOTUNE)
         return pack(tokens, self.seq_len, self.pack_docs)
 
-    def train_batches(self, echo_cfg: Any, seed: int, records: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if records is None else records
+    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
+        records = self.train_source.encoded(seed) if feed.records is None else feed.records
         return train_pipeline(self.sequences(records, seed), Stages(decode=lambda x: x),
                               batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
-                              echo_cfg=echo_cfg, seed=seed)
+                              echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
 
     def _eval_dataset(self) -> tf.data.Dataset:
         batches = self.sequences(self.eval_source.decoded(), seed=None)
@@ -97,7 +97,7 @@ class LanguageModel(Workload):
 
     def _losses(self, params, tokens, train: bool, rng=None):
         logits = self.model.apply({"params": params}, tokens[:, :-1], train=train,
-                                  rngs={"dropout": rng} if train else None)
+                                  rngs={"dropout": rng} if train else None).astype(jnp.float32)
         return logits, optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:])
 
     def loss(self, params, model_state, batch, rng):

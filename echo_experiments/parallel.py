@@ -1,0 +1,67 @@
+"""Data parallelism with JAX's sharding: one mesh axis ``data`` over every device of every process.
+
+The global batch (``workload.batch_size``) is split over the devices; parameters and optimizer state are
+replicated, so a step on several devices computes what one device would (up to the order of float sums).
+With several processes (``trainer.distributed=true``, after ``jax.distributed.initialize()``, which reads
+SLURM, Open MPI or TPU settings), each process reads its own shard of the input, echoes it on its own, and
+the fresh-example counts are summed across processes.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from echo_experiments.config import ConfigError
+from echo_experiments.data.pipeline import Host
+
+
+@dataclass(frozen=True)
+class Parallel:
+    mesh: jax.sharding.Mesh
+    host: Host
+
+    @property
+    def batch(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec("data"))
+
+    @property
+    def replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    @property
+    def devices(self) -> int:
+        return self.mesh.size
+
+    def put_batch(self, local_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """A global batch sharded over the devices, from this process's part of it."""
+        if self.host.count == 1:
+            return jax.device_put(local_batch, self.batch)
+        return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local_batch.items()}
+
+    def total(self, count: int) -> int:
+        """A per-process count summed over the processes."""
+        if self.host.count == 1:
+            return count
+        from jax.experimental import multihost_utils
+
+        return int(np.sum(multihost_utils.process_allgather(np.asarray(count, np.int64))))
+
+
+_initialized = False
+
+
+def setup(trainer: Any, batch_size: int) -> Parallel:
+    """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
+    global _initialized
+    if trainer.distributed and not _initialized:
+        jax.distributed.initialize()
+        _initialized = True
+    devices = jax.devices() if trainer.data_parallel else jax.local_devices()[:1]
+    if batch_size % len(devices):
+        raise ConfigError("workload.batch_size", batch_size,
+                          f"a multiple of the {len(devices)} devices it is split over (or trainer.data_parallel=false)")
+    mesh = jax.make_mesh((len(devices),), ("data",), axis_types=(jax.sharding.AxisType.Auto,), devices=devices)
+    return Parallel(mesh, Host(jax.process_index(), jax.process_count()))

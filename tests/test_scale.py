@@ -1,0 +1,166 @@
+"""Beyond one device and one uninterrupted process: data parallelism, checkpoints that survive SIGKILL, a
+tf.data service upstream, mixed precision."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import compose_config
+from echo_experiments.data.echo import FreshCounter
+from echo_experiments.data.pipeline import Feed
+from echo_experiments.preflight import check_command_line
+from echo_experiments.runs import RunDir
+from echo_experiments.train import TrainState, make_train_step, run
+from echo_experiments.workloads import make
+from test_train import FAST
+
+# 60 steps of the narrow network with example echoing (32 fresh examples a step), never reaching the target.
+SHORT = [*FAST, "echo=before_augmentation", "trainer.max_steps=60", "trainer.eval_every_fresh_examples=320",
+         "workload.target.value=0.99", "workload.shuffle_buffer=512", "trainer.profile_batches=0"]
+
+
+def cli(run_dir, *args, devices=1, **popen):
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu"}
+    command = [sys.executable, "-m", "echo_experiments", *SHORT, *args, f"hydra.run.dir={run_dir}"]
+    if popen:
+        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def rows(run_dir):
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
+
+
+def test_two_devices_give_the_one_device_loss_curve(tmp_path):
+    # 20 steps: float sums taken in another order across devices drift apart as training goes on
+    # (3e-6 relative at step 20, 1e-2 by step 60), while a batch statistic computed per device instead of
+    # over the global batch would show at once.
+    args = ("trainer.max_steps=20",)
+    one, two = cli(tmp_path / "one", *args, devices=1), cli(tmp_path / "two", *args, devices=2)
+    assert one.returncode == 0 and two.returncode == 0, (one.stderr + two.stderr)[-3000:]
+    s1 = json.loads((tmp_path / "one" / "summary.json").read_text())
+    s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert (s1["devices"], s2["devices"]) == (1, 2)
+    assert s1["fresh_examples"] == s2["fresh_examples"] == 20 * 32
+    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+    assert [r["fresh_examples"] for r in a] == [r["fresh_examples"] for r in b] == [320, 640]
+    for x, y in zip(a, b):
+        np.testing.assert_allclose([x["train_loss"], x["loss"], x["accuracy"]],
+                                   [y["train_loss"], y["loss"], y["accuracy"]], rtol=1e-4)
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(tmp_path):
+    whole = cli(tmp_path / "whole", "trainer.checkpoint_every_steps=10")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    proc = cli(tmp_path / "killed", "trainer.checkpoint_every_steps=10", start_new_session=True)
+    deadline = time.time() + 300
+    data = tmp_path / "killed" / "checkpoints" / "data"
+    while time.time() < deadline and proc.poll() is None:
+        if any(int(p.parent.name) >= 20 for p in data.glob("*/loop.json")):
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "summary.json").exists(), "the run finished before it could be killed"
+    resumed = cli(tmp_path / "killed", "trainer.checkpoint_every_steps=10")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed" in resumed.stdout + resumed.stderr
+    a = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    b = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    assert (a["steps"], a["fresh_examples"]) == (b["steps"], b["fresh_examples"]) == (60, 60 * 32)
+    assert rows(tmp_path / "whole") == rows(tmp_path / "killed")  # the same batches, losses and metrics
+
+
+@pytest.fixture(scope="module")
+def loopback_service():
+    """A dispatcher and one worker on this machine, started as on other machines."""
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("localhost", 0)), b.bind(("localhost", 0))
+        port, worker_port = a.getsockname()[1], b.getsockname()[1]
+    servers = [subprocess.Popen([sys.executable, "-m", "echo_experiments.service", *args], stdout=subprocess.PIPE,
+                                text=True)
+               for args in (["dispatcher", "--port", str(port)],
+                            ["worker", "--dispatcher", f"localhost:{port}", "--port", str(worker_port)])]
+    assert all(server.stdout.readline() for server in servers)  # each prints a line once it serves
+    yield f"grpc://localhost:{port}"
+    for server in servers:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("echo_args", [["echo=before_augmentation"], ["echo=after_augmentation"],
+                                       ["echo=after_batching"], ["echo.factor=1"]])
+def test_a_tf_data_service_delivers_the_local_stream_with_exact_fresh_counts(loopback_service, data_dir, echo_args):
+    cfg = compose_config(*SHORT, *echo_args, f"data.service={loopback_service}", "trainer.checkpoint_every_steps=0")
+    workload = make(cfg.workload, data_dir)
+    local = workload.train_batches(cfg.echo, cfg.seed).take(12).as_numpy_iterator()
+    remote = workload.train_batches(cfg.echo, cfg.seed, Feed(service=cfg.data.service)).take(12).as_numpy_iterator()
+    local_fresh, remote_fresh = FreshCounter(), FreshCounter()
+    for a, b in zip(local, remote, strict=True):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+        assert local_fresh.update(a["read_id"]) == remote_fresh.update(b["read_id"])
+    factor = float(cfg.echo.factor)
+    assert remote_fresh.count == 12 * 32 * (2 if factor == 1 else 1)  # batch 64 at factor 1, 32 fresh a step at 2
+
+
+def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopback_service, tmp_path):
+    summary = run(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_steps=0"),
+                  tmp_path / "service")
+    local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_steps=0"), tmp_path / "local")
+    assert summary["fresh_examples"] == local_summary["fresh_examples"] == 60 * 32
+    assert rows(tmp_path / "service") == rows(tmp_path / "local")
+
+
+def test_bfloat16_compute_keeps_float32_parameters(data_dir):
+    cfg = compose_config(*SHORT)
+    workload = make(cfg.workload, data_dir)
+    batch = next(workload.train_batches(cfg.echo, cfg.seed).as_numpy_iterator())
+    batch.pop("read_id")
+    import optax
+
+    tx = optax.sgd(0.05, 0.9)
+    params, model_state = workload.init(jax.random.PRNGKey(0))
+    losses = {}
+    for name, dtype in (("float32", jnp.float32), ("bfloat16", jnp.bfloat16)):
+        workload.compute_dtype = dtype
+        state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), jax.random.PRNGKey(1))
+        new, losses[name] = jax.jit(make_train_step(workload, tx, dtype))(state, batch)
+        assert all(x.dtype == jnp.float32 for x in jax.tree.leaves((new.params, new.model_state, new.opt_state))
+                   if jnp.issubdtype(x.dtype, jnp.floating))
+    workload.compute_dtype = jnp.float32
+    assert float(losses["bfloat16"]) == pytest.approx(float(losses["float32"]), rel=0.05)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["trainer.precision=float16"],
+     "trainer.precision=float16 is not allowed: one of float32, bfloat16 (bfloat16 compute, float32 parameters)"),
+    (["trainer.checkpoint_every_steps=-1"],
+     "trainer.checkpoint_every_steps=-1 is not allowed: an integer >= 0 (0 = no checkpoints)"),
+    (["data.service=localhost:5000"],
+     "data.service=localhost:5000 is not allowed: null or a tf.data service address grpc://host:port"),
+    (["data.service=grpc://localhost:5000"],
+     "trainer.checkpoint_every_steps=500 is not allowed: 0 with data.service (the service's workers hold the "
+     "input's state, which no checkpoint can save)"),
+    (["data.service=grpc://localhost:5000", "trainer.checkpoint_every_steps=0", "storage=http"],
+     "storage.kind=http is not allowed: local with data.service (the service reads the data)"),
+])
+def test_bad_scale_configs_give_one_line(argv, message):
+    assert check_command_line(argv) == message
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_refused(tmp_path):
+    proc = cli(tmp_path, "workload.batch_size=63", devices=2)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: workload.batch_size=63 is not allowed: a multiple of the 2 devices it is "
+                                   "split over (or trainer.data_parallel=false)")
