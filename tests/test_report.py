@@ -104,6 +104,23 @@ def test_speedups_table(report):
     assert math.isnan(v["speedup"]) and math.isnan(v["R"])  # R is measured on the baseline, which v lacks
 
 
+def test_ideal_speedup_is_min_of_e_and_r_and_never_below_one(tmp_path):
+    timing = {"u": dict(upstream_s_per_batch=0.3, downstream_s_per_step=0.1),  # input-bound: R = 3
+              "x": dict(upstream_s_per_batch=0.05, downstream_s_per_step=0.1)}  # step-bound: R = 0.5
+    for workload, facts in timing.items():
+        make_run(tmp_path / "runs", f"{workload}1", workload=workload, fresh=1000, seconds=30.0, steps=10, **facts)
+        for e in (2.0, 4.0):
+            make_run(tmp_path / "runs", f"{workload}{e:g}", workload=workload, placement="before_augmentation",
+                     factor=e, fresh=600, seconds=12.0, steps=20, **facts)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    t = table(tmp_path / "out", "speedups.csv")
+    assert t.loc[("u", "before_augmentation", 2.0, 64, 0), ["R", "ideal_speedup", "speedup"]].tolist() == [
+        pytest.approx(3.0), pytest.approx(2.0), pytest.approx(2.5)]
+    assert t.loc[("u", "before_augmentation", 4.0, 64, 0), "ideal_speedup"] == pytest.approx(3.0)
+    assert t.loc[("x", "before_augmentation", 4.0, 64, 0), ["R", "ideal_speedup"]].tolist() == [
+        pytest.approx(0.5), 1.0]
+
+
 def test_best_trials_and_ties(report):
     curves = pd.read_csv(report / "curves.csv")
     chosen = curves.groupby(["placement", "echo_factor"])["best_path"].first()

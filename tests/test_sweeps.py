@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from omegaconf import OmegaConf
 
 from conftest import compose_config
 from echo_experiments.config import ConfigError
+from echo_experiments.preflight import check_command_line
 from echo_experiments.train import run
 from echo_experiments.tuning import trial_values
 from test_train import FAST
@@ -109,3 +111,12 @@ def test_cluster_launchers_compose_to_submitit_slurm(launcher, nodes):
                       return_hydra_config=True)
     assert cfg.hydra.launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (cfg.hydra.launcher.nodes, cfg.hydra.launcher.gpus_per_node) == (nodes, 4)
+
+
+PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "echo_experiments" / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_sweeps_only_valid_jobs(preset):
+    # One trial of one study: the swept conditions are what a preset adds.
+    assert check_command_line(["-m", f"experiment={preset}", "tuning.studies=1", "tuning.trials=1"]) is None

@@ -73,9 +73,10 @@ def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
         "target counts as not reached (infinitely many fresh examples), never as zero. "
         "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
         "## Fresh examples to target\n", table(fresh, counts),
-        "## Training seconds to target and speedup\n",
-        "Seconds exclude evaluation. The ideal speedup is min(e, R), R = upstream / downstream time per step, "
-        "where the runs measured it.\n",
+        "## Seconds to target and speedup\n",
+        "Seconds to target count everything from the first batch to the evaluation that met the target "
+        "(earlier evaluations included, checkpoints not). The ideal speedup is max(1, min(e, R)), "
+        "R = upstream / downstream time per step, where the runs measured it.\n",
         table(speed, seconds),
         "## Best metric reached (final performance)\n", table(final, {}),
     ]

@@ -179,7 +179,7 @@ def curves(curves_table: pd.DataFrame) -> Optional[Figure]:
 
 
 def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
-    """Training-time speedup over the baseline against the echo factor, beside the ideal min(e, R)."""
+    """Training-time speedup over the baseline against the echo factor, beside the ideal max(1, min(e, R))."""
     echoed = speedup_table[(speedup_table["echo_factor"] > 1) & np.isfinite(speedup_table["speedup"])]
     if echoed.empty:
         return None
@@ -193,7 +193,8 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
         e = np.array(sorted(rows["echo_factor"].unique()))
         ratio = rows["R"].dropna()
         if len(ratio) and math.isfinite(ratio.iloc[0]):
-            ax.plot(e, np.minimum(e, ratio.iloc[0]), "k--", label=f"ideal min(e, R), R = {ratio.iloc[0]:.2f}")
+            ax.plot(e, np.maximum(1.0, np.minimum(e, ratio.iloc[0])), "k--",
+                    label=f"ideal max(1, min(e, R)), R = {ratio.iloc[0]:.2f}")
         ax.axhline(1, color="grey", lw=0.8)
         ax.set_xlabel("echo factor e")
         ax.set_ylabel("speedup in training time to target")

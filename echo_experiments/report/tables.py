@@ -72,7 +72,8 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
 
 def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition: median/min/max over studies of the fastest trial's training seconds to target, the
-    speedup over the baseline's median, and beside it the ideal min(e, R) where R is known."""
+    speedup over the baseline's median, and beside it the ideal where R is known: time per fresh batch is
+    max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1."""
     table = _summarise(study_bests(trials), "seconds")
     base = _baseline_medians(table)
     table["speedup"] = [
@@ -80,7 +81,7 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
         for r in table.itertuples()]
     ratio = _upstream_ratio(trials)
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
-    table["ideal_speedup"] = np.minimum(table["echo_factor"], table["R"])
+    table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
 
 
