@@ -109,7 +109,10 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     summary = _summary_head(cfg)
     try:
         with Store(cfg.storage, workload.train_source) as store:
-            summary.update(Trainer(cfg, workload, run_dir, store, mesh).fit())
+            trainer = Trainer(cfg, workload, run_dir, store, mesh)
+            summary.update(trainer.fit())
+            if writer:
+                run_dir.write_summary(summary)
     except ConfigError:  # an unreachable store: nothing was trained
         raise
     except (KeyboardInterrupt, SystemExit):
@@ -119,8 +122,6 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
         if writer:
             run_dir.write_summary({**summary, "status": "failed", "error": f"{type(e).__name__}: {e}"})
         raise
-    if writer:
-        run_dir.write_summary(summary)
     return summary
 
 
@@ -188,7 +189,8 @@ class Trainer:
             log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", timing.upstream_s_per_batch,
                      timing.downstream_s_per_step, timing.ratio)
 
-        iterator = iter(self.batches)
+        # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
+        self.iterator = iterator = iter(self.batches)
         loop = {"step": 0, "next_eval": t.eval_every_fresh_examples, "status": "not_reached", "to_target": None,
                 "eval_s": 0.0, "checkpoint_s": 0.0, "elapsed_s": 0.0, "startup_s": None, "pending_losses": [],
                 "metrics": {}, "train_loss": None}
