@@ -48,6 +48,31 @@ def test_fractional_echo_is_reproducible_for_a_seed_and_differs_across_seeds():
     assert a != c
 
 
+def _readable_once(limit):
+    """Batches of 4; reading the one at position ``limit`` fails, so a test sees how far echo read ahead."""
+
+    def batch(i):
+        with tf.control_dependencies([tf.debugging.assert_less(i, tf.constant(limit, tf.int64))]):
+            return tf.fill([4], i)
+
+    return tf.data.Dataset.range(8).map(batch)
+
+
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_batches_echoed_one_at_a_time_hand_on_copies_before_reading_on(factor):
+    it = echo(_readable_once(1), factor, seed=0, chunk=1).as_numpy_iterator()
+    np.testing.assert_array_equal(next(it), [0, 0, 0, 0])
+    if factor == 2:
+        np.testing.assert_array_equal(next(it), [0, 0, 0, 0])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        list(it)
+
+
+def test_the_default_chunk_holds_back_up_to_a_chunk_of_elements():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        next(echo(_readable_once(1), 2, seed=0).as_numpy_iterator())
+
+
 def test_factor_below_one_is_refused():
     with pytest.raises(ValueError, match=">= 1"):
         echo(tf.data.Dataset.range(3), 0.5, seed=0)

@@ -16,21 +16,24 @@ import numpy as np
 import tensorflow as tf
 
 
-# Elements of a fixed shape are echoed this many at a time (one tf.repeat instead of a dataset per element).
+# Examples of a fixed shape are echoed this many at a time (one tf.repeat instead of a dataset per example).
 CHUNK = 64
 
 
-def echo(ds: tf.data.Dataset, factor: float, seed: int) -> tf.data.Dataset:
+def echo(ds: tf.data.Dataset, factor: float, seed: int, chunk: int = CHUNK) -> tf.data.Dataset:
     """Repeat each element floor(factor) times, plus once more with probability factor - floor(factor).
 
-    Copies follow their original at once, in the same order either way the stage is built.
+    Copies follow their original at once, in the same order either way the stage is built. Fixed-shape
+    elements are echoed ``chunk`` at a time, so the stage holds back up to ``chunk`` upstream elements
+    before it hands on the first copy: echoing whole batches takes ``chunk=1``, or an input-bound trainer
+    would wait for 64 fresh batches and then race through their copies.
     """
     if factor < 1:
         raise ValueError(f"echo factor must be >= 1, got {factor}")
     whole = math.floor(factor)
     extra = factor - whole
     if _fixed_shape(ds):
-        return _echo_chunks(ds, whole, extra, seed)
+        return _echo_chunks(ds, whole, extra, seed, chunk)
     if extra == 0:
         return ds.flat_map(lambda x: tf.data.Dataset.from_tensors(x).repeat(whole))
 
@@ -45,7 +48,7 @@ def _fixed_shape(ds: tf.data.Dataset) -> bool:
     return all(spec.shape.is_fully_defined() for spec in tf.nest.flatten(ds.element_spec))
 
 
-def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int) -> tf.data.Dataset:
+def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int, chunk: int) -> tf.data.Dataset:
     """The vectorised echo: repeat the rows of a chunk of elements, then split it again."""
 
     def repeat(i: tf.Tensor, chunk):
@@ -56,7 +59,7 @@ def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int) -> tf
             copies += tf.cast(u < extra, tf.int32)
         return tf.nest.map_structure(lambda x: tf.repeat(x, copies, axis=0), chunk)
 
-    return ds.batch(CHUNK).enumerate().map(repeat).unbatch()
+    return ds.batch(chunk).enumerate().map(repeat).unbatch()
 
 
 class FreshCounter:

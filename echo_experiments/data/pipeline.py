@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import tensorflow as tf
 
-from echo_experiments.data.echo import echo
+from echo_experiments.data.echo import CHUNK, echo
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -145,7 +145,8 @@ def _plain(fn: Callable) -> Callable:
 def _echo_point(ds: tf.data.Dataset, point: str, echo_cfg: Any, seed: int) -> tf.data.Dataset:
     if echo_cfg.factor == 1 or POINT.get(echo_cfg.placement) != point:
         return ds
-    ds = echo(ds, float(echo_cfg.factor), stage_seed(seed, "echo"))
+    # A batch is already a chunk of examples: echo batches one at a time (see echo()).
+    ds = echo(ds, float(echo_cfg.factor), stage_seed(seed, "echo"), chunk=1 if point == "E3" else CHUNK)
     if echo_cfg.shuffle_buffer > 0:
         ds = ds.shuffle(echo_cfg.shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
     return ds
