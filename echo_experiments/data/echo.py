@@ -24,15 +24,16 @@ def echo(ds: tf.data.Dataset, factor: float, seed: int, chunk: int = CHUNK) -> t
     """Repeat each element floor(factor) times, plus once more with probability factor - floor(factor).
 
     Copies follow their original at once, in the same order either way the stage is built. Fixed-shape
-    elements are echoed ``chunk`` at a time, so the stage holds back up to ``chunk`` upstream elements
-    before it hands on the first copy: echoing whole batches takes ``chunk=1``, or an input-bound trainer
-    would wait for 64 fresh batches and then race through their copies.
+    elements are echoed ``chunk`` at a time (a dataset per small element costs ~10x more; see
+    results/benchmark.md), so the stage holds back up to ``chunk`` upstream elements before it hands on the
+    first copy. Whole batches take ``chunk=1``, one dataset per batch: chunks of 64 batches would make an
+    input-bound trainer wait for 64 fresh batches and then race through their copies.
     """
     if factor < 1:
         raise ValueError(f"echo factor must be >= 1, got {factor}")
     whole = math.floor(factor)
     extra = factor - whole
-    if _fixed_shape(ds):
+    if chunk > 1 and _fixed_shape(ds):
         return _echo_chunks(ds, whole, extra, seed, chunk)
     if extra == 0:
         return ds.flat_map(lambda x: tf.data.Dataset.from_tensors(x).repeat(whole))
