@@ -5,7 +5,9 @@ and what does the runner's train loop cost? Medians over repeats, every variant 
    factor, on input-bound storage (the paper's setting: upstream is the bottleneck, so an echoed pipeline
    should deliver e times the plain one's items) and on local storage (for reference: there the stages after
    the echo point repeat their work). Efficiency = delivered items/s / (e x plain items/s).
-2. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
+2. The echo stage alone: its own seconds per delivered item, on examples or batches already in memory
+   (nothing upstream to hide behind), against the plain local pipeline's seconds per delivered item.
+3. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
    loss bookkeeping) against a bare loop of the same compiled step, both over the same cached batches.
 """
 
@@ -25,7 +27,7 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from echo_experiments import optim
-from echo_experiments.data.echo import FreshCounter
+from echo_experiments.data.echo import CHUNK, FreshCounter, echo
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.pipeline import Feed
 from echo_experiments.data.storage import Store
@@ -75,6 +77,49 @@ def echo_table(cfg, repeats: int, batches: int) -> pd.DataFrame:
                              "delivered_items_per_s": delivered,
                              "fresh_items_per_s": float(np.median([f for _, f in values])),
                              "efficiency": delivered / (factor * plain)})
+    return pd.DataFrame(rows)
+
+
+def _seconds_per_item(ds: tf.data.Dataset, elements: int, items_per_element: int) -> float:
+    """Seconds per item to pull ``elements`` elements through ``ds`` inside tf.data. Single examples are
+    counted in batches, as the pipeline batches them, so no per-element Python or reduce step is timed."""
+    ds = ds.take(elements)
+    if items_per_element == 1:
+        ds = ds.batch(256)
+    ds.reduce(np.int64(0), lambda n, _: n + 1)  # warm: threads, first allocations
+    began = time.perf_counter()
+    ds.reduce(np.int64(0), lambda n, _: n + 1)
+    return (time.perf_counter() - began) / (elements * items_per_element)
+
+
+def echo_stage_table(cfg, repeats: int, plain_local_items_per_s: float) -> pd.DataFrame:
+    """The echo stage's own cost per delivered item: delivering N items through the echo stage from memory
+    minus delivering N items from memory without it, over N. Beside it the paper's one-dataset-per-element
+    idiom (flat_map), which the chunked stage replaces."""
+    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    plain = SimpleNamespace(placement="none", factor=1.0, shuffle_buffer=0)
+    cached = list(itertools.islice(workload.train_batches(plain, cfg.seed).as_numpy_iterator(), 32))
+    stacked = {k: np.stack([b[k] for b in cached]) for k in cached[0]}
+    batch_size = len(cached[0]["read_id"])
+    examples = {k: v.reshape((-1,) + v.shape[2:]) for k, v in stacked.items()}
+    # What each echo point repeats: single examples (E1, E2) or whole batches (E3), chunked as the pipeline does.
+    streams = {"examples": (examples, CHUNK, 1, 512 * batch_size), "batches": (stacked, 1, batch_size, 512)}
+    rows = []
+    for name, (arrays, chunk, per_element, elements) in streams.items():
+        source = tf.data.Dataset.from_tensor_slices(arrays).cache().repeat()
+        for factor in (2.0, 4.0):
+            variants = [("echo stage", echo(source, factor, seed=cfg.seed, chunk=chunk))]
+            if chunk > 1:  # batches are echoed with the idiom itself
+                variants.append(("flat_map idiom", source.flat_map(
+                    lambda x, e=int(factor): tf.data.Dataset.from_tensors(x).repeat(e))))
+            for stage, echoed in variants:
+                costs = [_seconds_per_item(echoed, elements, per_element)
+                         - _seconds_per_item(source, elements, per_element) for _ in range(repeats)]
+                cost = float(np.median(costs))
+                rows.append({"echoed": name, "implementation": stage, "echo_factor": factor,
+                             "echo_us_per_item": 1e6 * cost,
+                             "plain_local_pipeline_us_per_item": 1e6 / plain_local_items_per_s,
+                             "share": cost * plain_local_items_per_s})
     return pd.DataFrame(rows)
 
 
@@ -129,10 +174,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         fail(error)
     cfg = resolve_config(next(iter(compose_all(args.overrides, multirun=False))))
     echo = echo_table(cfg, args.repeats, args.batches)
+    plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
+    stage = echo_stage_table(cfg, args.repeats, plain_local)
     runner = runner_table(cfg, args.repeats, args.steps)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
     text = (f"Measured with `{command}` ({args.repeats} repeats, medians).\n\n"
             "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +
+            "\n## The echo stage alone: its cost per delivered item\n\n" + table(stage) +
             "\n## Train loop: steps/s on the same cached batches\n\n" + table(runner))
     print(text)
     if args.out:
