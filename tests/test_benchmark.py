@@ -6,7 +6,7 @@ import sys
 from test_train import FAST
 
 
-def test_benchmark_writes_both_tables(tmp_path):
+def test_benchmark_writes_its_three_tables(tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.benchmark", "--repeats", "1", "--batches", "2",
                            "--steps", "10", "--out", str(out), *FAST, "workload.shuffle_buffer=64"],
@@ -16,4 +16,7 @@ def test_benchmark_writes_both_tables(tmp_path):
     assert "## Echo stage: items/s delivered, nothing downstream" in text
     for placement in ("before_augmentation", "after_augmentation", "after_batching"):
         assert text.count(f"| {placement} |") == 4  # e=2 and e=4, on both storages
+    assert "## The echo stage alone: its cost per delivered item" in text
+    assert text.count("| examples | echo stage |") == text.count("| examples | flat_map idiom |") == 2
+    assert text.count("| batches | echo stage |") == 2 and "| batches | flat_map idiom |" not in text
     assert "| bare jitted loop |" in text and "| trainer (fit) |" in text
