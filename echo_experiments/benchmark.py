@@ -58,8 +58,13 @@ def delivery(workload, store, placement: str, factor: float, seed: int, batches:
     return delivered / seconds, counter.count / seconds
 
 
-def echo_table(cfg, repeats: int, batches: int) -> pd.DataFrame:
-    workload = make(cfg.workload, data_dir(cfg.data.dir))
+def _cached_batches(workload, echo_cfg, seed: int) -> dict[str, np.ndarray]:
+    """The pipeline's first 32 batches, stacked: [32, batch, ...] per key."""
+    cached = list(itertools.islice(workload.train_batches(echo_cfg, seed).as_numpy_iterator(), 32))
+    return {k: np.stack([b[k] for b in cached]) for k in cached[0]}
+
+
+def echo_table(cfg, workload, repeats: int, batches: int) -> pd.DataFrame:
     rows = []
     for storage_name, storage in (("input-bound", {**OmegaConf.to_container(cfg.storage), **SLOW}),
                                   ("local", {**OmegaConf.to_container(cfg.storage), "kind": "local"})):
@@ -92,15 +97,13 @@ def _seconds_per_item(ds: tf.data.Dataset, elements: int, items_per_element: int
     return (time.perf_counter() - began) / (elements * items_per_element)
 
 
-def echo_stage_table(cfg, repeats: int, plain_local_items_per_s: float) -> pd.DataFrame:
+def echo_stage_table(cfg, workload, repeats: int, plain_local_items_per_s: float) -> pd.DataFrame:
     """The echo stage's own cost per delivered item: delivering N items through the echo stage from memory
     minus delivering N items from memory without it, over N. Beside it the paper's one-dataset-per-element
     idiom (flat_map), which the chunked stage replaces."""
-    workload = make(cfg.workload, data_dir(cfg.data.dir))
     plain = SimpleNamespace(placement="none", factor=1.0, shuffle_buffer=0)
-    cached = list(itertools.islice(workload.train_batches(plain, cfg.seed).as_numpy_iterator(), 32))
-    stacked = {k: np.stack([b[k] for b in cached]) for k in cached[0]}
-    batch_size = len(cached[0]["read_id"])
+    stacked = _cached_batches(workload, plain, cfg.seed)
+    batch_size = stacked["read_id"].shape[1]
     examples = {k: v.reshape((-1,) + v.shape[2:]) for k, v in stacked.items()}
     # What each echo point repeats: single examples (E1, E2) or whole batches (E3), chunked as the pipeline does.
     streams = {"examples": (examples, CHUNK, 1, 512 * batch_size), "batches": (stacked, 1, batch_size, 512)}
@@ -123,10 +126,8 @@ def echo_stage_table(cfg, repeats: int, plain_local_items_per_s: float) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def runner_table(cfg, repeats: int, steps: int) -> pd.DataFrame:
-    workload = make(cfg.workload, data_dir(cfg.data.dir))
-    cached = list(itertools.islice(workload.train_batches(cfg.echo, cfg.seed).as_numpy_iterator(), 32))
-    batches = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in cached]) for k in cached[0]}).repeat()
+def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
+    batches = tf.data.Dataset.from_tensor_slices(_cached_batches(workload, cfg.echo, cfg.seed)).repeat()
     run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
                                                 "profile_batches": 0, "progress": False, "stop_at_target": False,
                                                 "checkpoint_every_steps": 0}})
@@ -173,10 +174,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if error:
         fail(error)
     cfg = resolve_config(next(iter(compose_all(args.overrides, multirun=False))))
-    echo = echo_table(cfg, args.repeats, args.batches)
+    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    echo = echo_table(cfg, workload, args.repeats, args.batches)
     plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
-    stage = echo_stage_table(cfg, args.repeats, plain_local)
-    runner = runner_table(cfg, args.repeats, args.steps)
+    stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
+    runner = runner_table(cfg, workload, args.repeats, args.steps)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
     text = (f"Measured with `{command}` ({args.repeats} repeats, medians).\n\n"
             "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +

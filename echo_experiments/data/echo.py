@@ -52,13 +52,13 @@ def _fixed_shape(ds: tf.data.Dataset) -> bool:
 def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int, chunk: int) -> tf.data.Dataset:
     """The vectorised echo: repeat the rows of a chunk of elements, then split it again."""
 
-    def repeat(i: tf.Tensor, chunk):
-        n = tf.shape(tf.nest.flatten(chunk)[0])[0]
+    def repeat(i: tf.Tensor, elements):
+        n = tf.shape(tf.nest.flatten(elements)[0])[0]
         copies = tf.fill([n], tf.constant(whole, tf.int32))
         if extra:
             u = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(seed, tf.int64), i]))
             copies += tf.cast(u < extra, tf.int32)
-        return tf.nest.map_structure(lambda x: tf.repeat(x, copies, axis=0), chunk)
+        return tf.nest.map_structure(lambda x: tf.repeat(x, copies, axis=0), elements)
 
     return ds.batch(chunk).enumerate().map(repeat).unbatch()
 
