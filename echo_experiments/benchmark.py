@@ -16,24 +16,24 @@ import itertools
 import sys
 import tempfile
 import time
-from types import SimpleNamespace
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import tensorflow as tf
 from omegaconf import OmegaConf
 
 from echo_experiments import optim
+from echo_experiments.cli import check_command_line, compose_all, fail
+from echo_experiments.data import stream
 from echo_experiments.data.echo import CHUNK, FreshCounter, echo
 from echo_experiments.data.sources import data_dir
-from echo_experiments.data.pipeline import Feed
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.runs import RunDir
-from echo_experiments.train import TrainState, fit, make_train_step, resolve_config
+from echo_experiments.train import DTYPES, fit, initial_state, make_train_step, use_compilation_cache
+from echo_experiments.tuning import run_config
 from echo_experiments.workloads import make
 
 POINTS = ("before_augmentation", "after_augmentation", "after_batching")
@@ -41,26 +41,26 @@ POINTS = ("before_augmentation", "after_augmentation", "after_batching")
 SLOW = {"kind": "emulated", "latency_ms": 10.0, "parallel_reads": 4}
 
 
-def delivery(workload, store, placement: str, factor: float, seed: int, batches: int) -> tuple[float, float]:
+def delivery(cfg, workload, store, placement: str, factor: float, batches: int) -> tuple[float, float]:
     """(delivered items/s, fresh items/s) of the pipeline alone in its steady state: after the shuffle
     buffer has filled and the batches that piled up in the prefetch buffers meanwhile are drained."""
-    echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=0)
-    stream = workload.train_batches(echo_cfg, seed, Feed(store.records(seed))).as_numpy_iterator()
+    echo_cfg = stream.Echo(placement, factor, shuffle_buffer=0)
+    delivered_batches = stream.build(workload, cfg, store=store, echo_cfg=echo_cfg).as_numpy_iterator()
     for _ in range(max(10, batches // 3)):
-        next(stream)
+        next(delivered_batches)
     counter = FreshCounter()
     began = time.perf_counter()
     delivered = 0
-    for batch in itertools.islice(stream, batches):
+    for batch in itertools.islice(delivered_batches, batches):
         counter.update(batch["read_id"])
         delivered += len(batch["read_id"])
     seconds = time.perf_counter() - began
     return delivered / seconds, counter.count / seconds
 
 
-def _cached_batches(workload, echo_cfg, seed: int) -> dict[str, np.ndarray]:
+def _cached_batches(cfg, workload, echo_cfg) -> dict[str, np.ndarray]:
     """The pipeline's first 32 batches, stacked: [32, batch, ...] per key."""
-    cached = list(itertools.islice(workload.train_batches(echo_cfg, seed).as_numpy_iterator(), 32))
+    cached = list(itertools.islice(stream.build(workload, cfg, echo_cfg=echo_cfg).as_numpy_iterator(), 32))
     return {k: np.stack([b[k] for b in cached]) for k in cached[0]}
 
 
@@ -74,7 +74,7 @@ def echo_table(cfg, workload, repeats: int, batches: int) -> pd.DataFrame:
             for _ in range(repeats):  # interleaved, so drift in the machine's speed hits every condition alike
                 for placement, factor in conditions:
                     samples[(placement, factor)].append(
-                        delivery(workload, store, placement, factor, cfg.seed, int(batches * factor)))
+                        delivery(cfg, workload, store, placement, factor, int(batches * factor)))
             plain = np.median([d for d, _ in samples[("none", 1.0)]])
             for (placement, factor), values in samples.items():
                 delivered = float(np.median([d for d, _ in values]))
@@ -101,8 +101,7 @@ def echo_stage_table(cfg, workload, repeats: int, plain_local_items_per_s: float
     """The echo stage's own cost per delivered item: delivering N items through the echo stage from memory
     minus delivering N items from memory without it, over N. Beside it the paper's one-dataset-per-element
     idiom (flat_map), which the chunked stage replaces."""
-    plain = SimpleNamespace(placement="none", factor=1.0, shuffle_buffer=0)
-    stacked = _cached_batches(workload, plain, cfg.seed)
+    stacked = _cached_batches(cfg, workload, stream.NO_ECHO)
     batch_size = stacked["read_id"].shape[1]
     examples = {k: v.reshape((-1,) + v.shape[2:]) for k, v in stacked.items()}
     # What each echo point repeats: single examples (E1, E2) or whole batches (E3), chunked as the pipeline does.
@@ -127,22 +126,19 @@ def echo_stage_table(cfg, workload, repeats: int, plain_local_items_per_s: float
 
 
 def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
-    batches = tf.data.Dataset.from_tensor_slices(_cached_batches(workload, cfg.echo, cfg.seed)).repeat()
+    batches = tf.data.Dataset.from_tensor_slices(_cached_batches(cfg, workload, cfg.echo)).repeat()
     run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
                                                 "profile_batches": 0, "progress": False, "stop_at_target": False,
-                                                "checkpoint_every_steps": 0}})
+                                                "checkpoint_every_seconds": 0}})
     tx = optim.optimizer(cfg.optimizer, steps)
     # Compiled as the trainer compiles it, donated state included.
     step = jax.jit(make_train_step(workload, tx, workload.compute_dtype), donate_argnums=0)
-    params, model_state = jax.jit(workload.init)(jax.random.PRNGKey(cfg.seed))
     runner, bare = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
-            summary = fit(run_cfg, workload, RunDir(out), batches=batches)
+            summary = fit(run_cfg, workload, RunDir(out), batches)
         runner.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
-        fresh_params, fresh_model_state = jax.tree.map(jnp.copy, (params, model_state))  # donation consumes them
-        state = TrainState(jnp.zeros((), jnp.int32), fresh_params, fresh_model_state, tx.init(fresh_params),
-                           jax.random.PRNGKey(1))
+        state = initial_state(workload, tx, int(cfg.seed), None)  # anew each repeat: the step donates it
         stream = batches.as_numpy_iterator()
         first = next(stream)
         first.pop("read_id")
@@ -160,9 +156,6 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from echo_experiments.__main__ import fail
-    from echo_experiments.preflight import check_command_line, compose_all
-
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
     parser.add_argument("--repeats", type=int, default=5)
@@ -173,8 +166,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     error = check_command_line(args.overrides)
     if error:
         fail(error)
-    cfg = resolve_config(next(iter(compose_all(args.overrides, multirun=False))))
-    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    cfg = run_config(next(iter(compose_all(args.overrides, multirun=False))))
+    use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
     echo = echo_table(cfg, workload, args.repeats, args.batches)
     plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
     stage = echo_stage_table(cfg, workload, args.repeats, plain_local)

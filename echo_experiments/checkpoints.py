@@ -1,72 +1,103 @@
-"""Checkpoints that survive preemption: a killed run restarts where its last checkpoint left it.
+"""Checkpoints that survive preemption, through Orbax's own CheckpointManager.
 
-- ``checkpoints/state/<step>``: the train state (params, model state, optimizer state, step, RNG), by Orbax.
-- ``checkpoints/data/<step>/``: the input pipeline's iterator (its position, shuffle buffers and the echo
-  stage's place, by tf.train.Checkpoint; one per process), the set of read ids already trained on, and the
-  loop's counters (evaluation cadence, time so far, target bookkeeping).
+One Orbax step holds three items, written together and committed atomically by Orbax (a step folder
+exists only once complete; ``max_to_keep`` removes old ones):
 
-The data part is written first and renamed into place, and the Orbax step last (atomically), so the
-newest Orbax step always has its data part. Restoring both gives the same stream of batches and the same
-fresh-example count as if the run had never stopped.
+- ``state``: the train state (params, model state, optimizer state, step, RNG), saved asynchronously: the
+  arrays are copied to the host before ``save`` returns and written while training goes on;
+- ``loop``: the loop's counters (evaluation cadence, time so far, target bookkeeping), as JSON;
+- ``input``: the input pipeline's position, one folder per process: tf.data's own iterator checkpoint (its
+  place in the data, shuffle buffers, the echo stage) and the read ids already trained on. Only this part
+  is written by TensorFlow, through the small handler below.
+
+Restoring all three gives the same stream of batches and the same fresh-example count as if the run had
+never stopped.
 """
 
-import json
-import os
-import shutil
+import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import tensorflow as tf
+from etils import epath
+
+
+class InputHandler(ocp.CheckpointHandler):
+    """Orbax handler for one process's input state: tf.data iterator + seen read ids."""
+
+    def __init__(self) -> None:
+        self._iterator: Any = None
+        self._checkpoint: Optional[tf.train.Checkpoint] = None
+
+    def _for(self, iterator: Any) -> tf.train.Checkpoint:
+        # One tf.train.Checkpoint per iterator: a new one would trace its save function again at every save.
+        if iterator is not self._iterator:
+            self._iterator, self._checkpoint = iterator, tf.train.Checkpoint(iterator=iterator)
+        return self._checkpoint
+
+    def save(self, directory: epath.Path, args: "InputSave") -> None:
+        folder = epath.Path(directory) / f"process_{jax.process_index()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._for(args.iterator).write(str(folder / "iterator"))
+        seen = np.asarray(args.seen, bool)
+        np.savez(str(folder / "seen.npz"), bits=np.packbits(seen), size=seen.size)
+
+    def restore(self, directory: epath.Path, args: "InputRestore") -> np.ndarray:
+        folder = epath.Path(directory) / f"process_{jax.process_index()}"
+        self._for(args.iterator).read(str(folder / "iterator")).assert_consumed()
+        with np.load(str(folder / "seen.npz")) as saved:
+            return np.unpackbits(saved["bits"], count=int(saved["size"])).astype(bool)
+
+    def metadata(self, directory: epath.Path) -> None:
+        return None
+
+
+@ocp.args.register_with_handler(InputHandler, for_save=True)
+@dataclasses.dataclass
+class InputSave(ocp.args.CheckpointArgs):
+    iterator: Any
+    seen: np.ndarray
+
+
+@ocp.args.register_with_handler(InputHandler, for_restore=True)
+@dataclasses.dataclass
+class InputRestore(ocp.args.CheckpointArgs):
+    iterator: Any
 
 
 def exist(directory: Path | str) -> bool:
     """Whether ``directory`` (a run's checkpoints folder) holds a complete checkpoint to resume from."""
-    return any((Path(directory) / "data").glob("*/loop.json"))
+    return bool(ocp.utils.checkpoint_steps(Path(directory)))
 
 
 class Checkpoints:
-    def __init__(self, directory: Path | str, keep: int = 2, host: int = 0):
-        directory = Path(directory)
-        self.data = directory / "data"
-        self.host = host
+    def __init__(self, directory: Path | str, keep: int = 2):
         self.manager = ocp.CheckpointManager(
-            (directory / "state").absolute(),
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False))
+            Path(directory).absolute(),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
+            item_handlers={"state": ocp.StandardCheckpointHandler(), "loop": ocp.JsonCheckpointHandler(),
+                           "input": InputHandler()})
 
     def latest(self) -> Optional[int]:
         """The newest complete checkpoint's step, or None."""
-        step = self.manager.latest_step()
-        return step if step is not None and (self.data / str(step) / "loop.json").exists() else None
+        return self.manager.latest_step()
 
     def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any]) -> None:
-        folder = self.data / str(step)
-        part = self.data / f".{step}.{self.host}.partial"
-        shutil.rmtree(part, ignore_errors=True)
-        part.mkdir(parents=True)
-        tf.train.Checkpoint(iterator=iterator).write(str(part / f"iterator_{self.host}"))
-        np.save(part / f"seen_{self.host}.npy", seen)
-        (part / "loop.json").write_text(json.dumps(loop))
-        folder.mkdir(parents=True, exist_ok=True)
-        for item in part.iterdir():
-            os.replace(item, folder / item.name)
-        part.rmdir()
-        self.manager.save(step, args=ocp.args.StandardSave(state))
-        self.manager.wait_until_finished()
-        kept = {str(s) for s in self.manager.all_steps()}
-        for old in self.data.iterdir():
-            if old.name not in kept and not old.name.startswith("."):
-                shutil.rmtree(old, ignore_errors=True)
+        """Save; returns once the input's state is written and the train state copied off the device."""
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), loop=ocp.args.JsonSave(loop), input=InputSave(iterator, seen)))
 
     def restore(self, step: int, state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
         """(train state shaped and sharded like ``state``, the seen read ids, the loop's counters); the
         iterator is restored in place."""
-        folder = self.data / str(step)
-        restored = self.manager.restore(step, args=ocp.args.StandardRestore(state))
-        tf.train.Checkpoint(iterator=iterator).read(str(folder / f"iterator_{self.host}")).assert_consumed()
-        seen = np.load(folder / f"seen_{self.host}.npy")
-        return restored, seen, json.loads((folder / "loop.json").read_text())
+        restored = self.manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(state), loop=ocp.args.JsonRestore(), input=InputRestore(iterator)))
+        return restored["state"], restored["input"], dict(restored["loop"])
 
     def close(self) -> None:
+        """Wait for the last save to be committed, then release the manager's threads."""
+        self.manager.wait_until_finished()
         self.manager.close()

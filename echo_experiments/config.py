@@ -1,22 +1,58 @@
 """Structured configs (the schema Hydra composes into) and their validation.
 
-Every field carries, in its metadata, the sentence that says what values it allows. Both kinds of bad
-value use that sentence: those OmegaConf rejects while composing (``echo.factor=abc``) and those
-:func:`validate` rejects afterwards (``echo.factor=0``), so the user always gets one line naming the key
-and what is allowed.
+Every field states, in one place, the sentence that says what values it allows and the check that enforces
+it (``_f(default, allowed, check)``). Both kinds of bad value use that sentence: those OmegaConf rejects
+while composing (``echo.factor=abc``, a misspelt key of a typed section) and those :func:`validate` rejects
+afterwards (``echo.factor=0``), so the user always gets one line naming the key and what is allowed. The
+few rules that relate two keys are written once, at the end of :func:`validate`.
+
+A workload's section is typed by its task: ``conf/workload/*.yaml`` start from one of the schemas stored
+in the group ``workload_schema`` (image_classification, language_model, detection), so a wrong key or type
+under ``workload.model``, ``workload.augment``, ``workload.text`` or ``workload.detection`` fails while composing.
 
 This module imports no TensorFlow or JAX: the command line is checked before anything heavy loads.
 """
 
+import enum
 import hashlib
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, ClassVar, Iterator, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-PLACEMENTS = ("none", "before_augmentation", "after_augmentation", "before_batching", "after_batching")
+
+class Placement(enum.Enum):
+    """Where the echo stage goes (data/stream.py draws the pipeline): one name per point of the paper."""
+
+    NONE = "none"
+    BEFORE_AUGMENTATION = "before_augmentation"
+    AFTER_AUGMENTATION = "after_augmentation"
+    BEFORE_BATCHING = "before_batching"  # the same point as after_augmentation; the name for pipelines without one
+    AFTER_BATCHING = "after_batching"
+
+    @property
+    def point(self) -> Optional[str]:
+        """E1 (before augmentation), E2 (after augmentation = before batching), E3 (after batching)."""
+        return {"before_augmentation": "E1", "after_augmentation": "E2", "before_batching": "E2",
+                "after_batching": "E3"}.get(self.value)
+
+    @property
+    def echoes_batches(self) -> bool:
+        return self is Placement.AFTER_BATCHING
+
+    @classmethod
+    def for_pipeline(cls, augments: bool) -> tuple["Placement", ...]:
+        """The placements a pipeline has: without augmentation there is no before/after augmentation."""
+        if augments:
+            return tuple(cls)
+        return (cls.NONE, cls.BEFORE_BATCHING, cls.AFTER_BATCHING)
+
+
+PLACEMENTS = tuple(p.value for p in Placement)
+# Seeds feed JAX's PRNGKey and tf.data's int64 seeds: non-negative and within 32 bits everywhere.
+MAX_SEED = 2**31 - 1
 
 
 class ConfigError(ValueError):
@@ -24,7 +60,7 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, value: Any, allowed: str, message: Optional[str] = None):
         self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(message or f"{key}={_show(value)} is not allowed: {allowed}")
+        super().__init__(message or f"{key}={show(value)} is not allowed: {allowed}")
 
     @classmethod
     def unknown_key(cls, key: str, known: list[str]) -> "ConfigError":
@@ -34,137 +70,335 @@ class ConfigError(ValueError):
                    f"{key} is not a key: {where} has {', '.join(known) if known else 'no such key'}")
 
 
-def _show(value: Any) -> str:
-    """A value as the user would type it: 2 rather than 2.0."""
+def show(value: Any) -> str:
+    """A value as the user would type it: 2 rather than 2.0, lists without quotes."""
+    if isinstance(value, (ListConfig, DictConfig)):
+        value = OmegaConf.to_container(value)
     if value is None:
         return "null"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, str):
         return repr(value) if value == "" or " " in value else value
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
     return str(value)
 
 
-def _f(default: Any = MISSING, allowed: str = "", **kw: Any) -> Any:
-    if "default_factory" in kw:
-        return field(default_factory=kw.pop("default_factory"), metadata={"allowed": allowed})
-    return field(default=default, metadata={"allowed": allowed})
+# --- checks: each returns whether a value is allowed --------------------------------------------------
 
+Check = Callable[[Any], bool]
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def integer(low: int, high: Optional[int] = None) -> Check:
+    return lambda v: is_int(v) and v >= low and (high is None or v <= high)
+
+
+def real(low: float = -math.inf, high: float = math.inf, low_open: bool = False, high_open: bool = False) -> Check:
+    def check(v: Any) -> bool:
+        return (is_real(v) and (v > low if low_open else v >= low) and (v < high if high_open else v <= high))
+    return check
+
+
+def one_of(*values: str) -> Check:
+    return lambda v: v in values
+
+
+def optional(check: Check) -> Check:
+    return lambda v: v is None or check(v)
+
+
+def boolean(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def text(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def increasing(check: Check) -> Check:
+    """A list of allowed values, strictly increasing."""
+    def ok(v: Any) -> bool:
+        values = list(v) if isinstance(v, (list, tuple, ListConfig)) else None
+        return values is not None and all(check(x) for x in values) and values == sorted(set(values))
+    return ok
+
+
+def nonempty_list(check: Check) -> Check:
+    def ok(v: Any) -> bool:
+        values = list(v) if isinstance(v, (list, tuple, ListConfig)) else None
+        return bool(values) and all(check(x) for x in values)
+    return ok
+
+
+def _f(default: Any = MISSING, allowed: str = "", check: Optional[Check] = None, **kw: Any) -> Any:
+    """A field with its allowed-values sentence and the check that enforces it."""
+    meta = {"allowed": allowed, "check": check}
+    if "default_factory" in kw:
+        return field(default_factory=kw.pop("default_factory"), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# --- the schema -----------------------------------------------------------------------------------------
 
 @dataclass
 class EchoConfig:
-    placement: str = _f("none", "one of " + ", ".join(PLACEMENTS))
-    factor: float = _f(1.0, "a real number >= 1")
-    shuffle_buffer: int = _f(0, "an integer >= 0 (0 = no shuffle after the echo stage)")
+    placement: str = _f("none", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
+    factor: float = _f(1.0, "a real number >= 1", real(1))
+    shuffle_buffer: int = _f(0, "an integer >= 0 (0 = no shuffle after the echo stage)", integer(0))
 
 
 @dataclass
 class TargetConfig:
-    metric: str = _f(MISSING, "the name of an evaluation metric of the workload")
-    value: float = _f(MISSING, "a real number")
-    mode: str = _f("max", "one of max, min")
+    metric: str = _f(MISSING, "the name of an evaluation metric of the workload", text)
+    value: float = _f(MISSING, "a real number", real())
+    mode: str = _f("max", "one of max, min", one_of("max", "min"))
+
+
+SCALES = ("linear", "log", "log_one_minus", "int")
 
 
 @dataclass
 class SearchDimension:
-    """One tuned metaparameter: a dotted config key and its range on a scale."""
+    """One tuned metaparameter: a dotted config key and its range on a scale (see tuning.py)."""
 
-    key: str = _f(MISSING, "a config key, e.g. optimizer.learning_rate")
-    low: float = _f(MISSING, "a real number")
-    high: float = _f(MISSING, "a real number")
-    scale: str = _f("linear", "one of linear, log, log_one_minus, int")
+    key: str = _f(MISSING, "a config key, e.g. optimizer.learning_rate", text)
+    low: float = _f(MISSING, "a real number", real())
+    high: float = _f(MISSING, "a real number", real())
+    scale: str = _f("linear", "one of " + ", ".join(SCALES), one_of(*SCALES))
 
 
 @dataclass
 class WorkloadConfig:
-    name: str = _f(MISSING, "a workload name")
-    task: str = _f(MISSING, "a registered task")
-    dataset: str = _f(MISSING, "a dataset the task can read")
-    train_split: str = _f("train", "a split of the dataset")
-    eval_split: str = _f("test", "a split of the dataset")
-    eval_examples: Optional[int] = _f(None, "null (the whole split) or an integer >= 1")
-    batch_size: int = _f(128, "an integer >= 1")
-    eval_batch_size: int = _f(1000, "an integer >= 1")
-    shuffle_buffer: int = _f(10_000, "an integer >= 1 (the shuffle before the echo stages)")
+    """What every workload has; a task's schema (below) adds its model and data options, and declares what
+    the task evaluates, the data sets it knows (empty: any), and whether its pipeline augments (and so has
+    echo points before and after augmentation)."""
+
+    metrics: ClassVar[tuple[str, ...]] = ()
+    datasets: ClassVar[tuple[str, ...]] = ()
+    augments: ClassVar[bool] = False
+
+    name: str = _f(MISSING, "a workload name", text)
+    task: str = _f(MISSING, "a registered task", text)
+    dataset: str = _f(MISSING, "a dataset the task can read", text)
+    train_split: str = _f("train", "a split of the dataset", text)
+    eval_split: str = _f("test", "a split of the dataset", text)
+    eval_examples: Optional[int] = _f(None, "null (the whole split) or an integer >= 1", optional(integer(1)))
+    batch_size: int = _f(128, "an integer >= 1", integer(1))
+    eval_batch_size: int = _f(1000, "an integer >= 1", integer(1))
+    shuffle_buffer: int = _f(10_000, "an integer >= 1 (the shuffle before the echo stages)", integer(1))
     # The echo point that `echo=default` uses: the one the paper recommends for this kind of pipeline.
-    echo_placement: str = _f("before_augmentation", "one of " + ", ".join(PLACEMENTS))
-    augment: Dict[str, Any] = _f(allowed="a mapping of augmentation options", default_factory=dict)
-    model: Dict[str, Any] = _f(allowed="a mapping of model options", default_factory=dict)
-    # Text pipelines: seq_len, tokenizer (byte | sentencepiece), vocab_size, pack_docs, doc_shuffle_buffer.
-    text: Dict[str, Any] = _f(allowed="a mapping of text options", default_factory=dict)
-    # Detection: image_size, max_boxes, score_threshold, max_detections.
-    detection: Dict[str, Any] = _f(allowed="a mapping of detection options", default_factory=dict)
-    label_smoothing: float = _f(0.0, "a real number in [0, 1)")
+    echo_placement: str = _f("before_augmentation", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
     target: TargetConfig = _f(allowed="metric, value, mode", default_factory=TargetConfig)
     # What a tuning study searches over (see tuning.py).
     search_space: List[SearchDimension] = _f(allowed="a list of key, low, high, scale", default_factory=list)
 
 
+RESNET_DEPTHS = "6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"
+
+
+@dataclass
+class ResNetConfig:
+    arch: str = _f("resnet_cifar", "one of resnet_cifar, resnet50", one_of("resnet_cifar", "resnet50"))
+    depth: int = _f(32, RESNET_DEPTHS + "; resnet_cifar only", lambda v: is_int(v) and v >= 8 and (v - 2) % 6 == 0)
+    width: Optional[int] = _f(None, "null (16 for resnet_cifar, 64 for resnet50) or an integer >= 1",
+                              optional(integer(1)))
+
+
+@dataclass
+class ImageAugmentConfig:
+    crop_padding: int = _f(0, "an integer >= 0 (pad, then crop back at random; 0 = none)", integer(0))
+    flip: bool = _f(False, "true or false", boolean)
+    image_size: Optional[int] = _f(None, "null (the stored size) or an integer >= 8", optional(integer(8)))
+    random_resized_crop: bool = _f(False, "true or false (needs image_size)", boolean)
+
+    @staticmethod
+    def rules(node: Any, prefix: str) -> Iterator[ConfigError]:
+        if node.random_resized_crop and not node.image_size:
+            yield ConfigError(f"{prefix}.random_resized_crop", True, f"false unless {prefix}.image_size is set")
+
+
+@dataclass
+class ImageClassificationConfig(WorkloadConfig):
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "loss")
+    datasets: ClassVar[tuple[str, ...]] = ("fashion_mnist", "cifar10", "imagenet2012", "synthetic_images")
+    augments: ClassVar[bool] = True
+
+    augment: ImageAugmentConfig = _f(allowed="augmentation options", default_factory=ImageAugmentConfig)
+    model: ResNetConfig = _f(allowed="model options", default_factory=ResNetConfig)
+    label_smoothing: float = _f(0.0, "a real number in [0, 1)", real(0, 1, high_open=True))
+
+
+@dataclass
+class TransformerConfig:
+    arch: str = _f("transformer", "transformer", one_of("transformer"))
+    d_model: int = _f(512, "an integer >= 1", integer(1))
+    num_layers: int = _f(6, "an integer >= 1", integer(1))
+    num_heads: int = _f(8, "an integer >= 1 dividing d_model into an even head size", integer(1))
+    mlp_dim: int = _f(2048, "an integer >= 1", integer(1))
+    dropout: float = _f(0.1, "a real number in [0, 1)", real(0, 1, high_open=True))
+    positions: str = _f("learned", "one of learned, rotary", one_of("learned", "rotary"))
+    tie_embeddings: bool = _f(True, "true or false", boolean)
+
+    @staticmethod
+    def rules(node: Any, prefix: str) -> Iterator[ConfigError]:
+        if node.d_model % node.num_heads or (node.d_model // node.num_heads) % 2:
+            yield ConfigError(f"{prefix}.num_heads", node.num_heads,
+                              f"a divisor of d_model={node.d_model} leaving an even head size")
+
+
+@dataclass
+class TextConfig:
+    seq_len: int = _f(128, "an integer >= 8 (tokens per packed sequence)", integer(8))
+    tokenizer: str = _f("byte", "one of byte, sentencepiece", one_of("byte", "sentencepiece"))
+    vocab_size: int = _f(8000, "an integer >= 300 (sentencepiece; bytes have 257)", integer(300))
+    pack_docs: int = _f(64, "an integer >= 1 (documents packed together)", integer(1))
+    doc_shuffle_buffer: int = _f(1024, "an integer >= 1", integer(1))
+
+
+@dataclass
+class LanguageModelConfig(WorkloadConfig):
+    metrics: ClassVar[tuple[str, ...]] = ("loss", "accuracy", "perplexity")
+
+    text: TextConfig = _f(allowed="text options", default_factory=TextConfig)
+    model: TransformerConfig = _f(allowed="model options", default_factory=TransformerConfig)
+
+
+@dataclass
+class SSDConfig:
+    arch: str = _f("ssd", "ssd", one_of("ssd"))
+    stage_sizes: List[int] = _f(allowed="a list of integers >= 1 (blocks per stage)",
+                                check=nonempty_list(integer(1)), default_factory=lambda: [1, 1, 1, 1])
+    width: int = _f(16, "an integer >= 1", integer(1))
+    levels: int = _f(3, "an integer >= 1, at most the number of stages", integer(1))
+    stem_stride: int = _f(2, "an integer >= 1", integer(1))
+
+    @staticmethod
+    def rules(node: Any, prefix: str) -> Iterator[ConfigError]:
+        if node.levels > len(node.stage_sizes):
+            yield ConfigError(f"{prefix}.levels", node.levels,
+                              f"an integer from 1 to {len(node.stage_sizes)} (the stages)")
+
+
+@dataclass
+class DetectionAugmentConfig:
+    random_crop: bool = _f(False, "true or false", boolean)
+    flip: bool = _f(False, "true or false", boolean)
+    photometric: bool = _f(False, "true or false", boolean)
+
+
+@dataclass
+class DetectionOptions:
+    image_size: int = _f(300, "an integer >= 1", integer(1))
+    max_boxes: int = _f(100, "an integer >= 1", integer(1))
+    score_threshold: float = _f(0.05, "a real number in [0, 1)", real(0, 1, high_open=True))
+    max_detections: int = _f(100, "an integer >= 1", integer(1))
+
+
+@dataclass
+class DetectionConfig(WorkloadConfig):
+    metrics: ClassVar[tuple[str, ...]] = ("map", "map50")
+    datasets: ClassVar[tuple[str, ...]] = ("fashion_mnist_detection", "coco/2017")
+    augments: ClassVar[bool] = True
+
+    augment: DetectionAugmentConfig = _f(allowed="augmentation options", default_factory=DetectionAugmentConfig)
+    detection: DetectionOptions = _f(allowed="detection options", default_factory=DetectionOptions)
+    model: SSDConfig = _f(allowed="model options", default_factory=SSDConfig)
+
+
+TASK_SCHEMAS = {"image_classification": ImageClassificationConfig, "language_model": LanguageModelConfig,
+                "detection": DetectionConfig}
+SCHEDULES = ("constant", "linear_decay", "piecewise_exponential")
+
+
 @dataclass
 class OptimizerConfig:
-    name: str = _f("momentum", "one of momentum")
-    learning_rate: float = _f(0.1, "a real number > 0")
-    momentum: float = _f(0.9, "a real number in [0, 1)")
-    nesterov: bool = _f(True, "true or false")
-    weight_decay: float = _f(0.0, "a real number >= 0")
-    schedule: str = _f("constant", "one of constant, linear_decay, piecewise_exponential")
-    warmup_steps: int = _f(0, "an integer >= 0")
+    name: str = _f("momentum", "one of momentum", one_of("momentum"))
+    learning_rate: float = _f(0.1, "a real number > 0", real(0, low_open=True))
+    momentum: float = _f(0.9, "a real number in [0, 1)", real(0, 1, high_open=True))
+    nesterov: bool = _f(True, "true or false", boolean)
+    weight_decay: float = _f(0.0, "a real number >= 0", real(0))
+    schedule: str = _f("constant", "one of " + ", ".join(SCHEDULES), one_of(*SCHEDULES))
+    warmup_steps: int = _f(0, "an integer >= 0", integer(0))
     # Linear decay from learning_rate to learning_rate * final_fraction over decay_steps, then flat.
-    decay_steps: Optional[int] = _f(None, "null (= trainer.max_steps) or an integer >= 1")
-    final_fraction: float = _f(0.0, "a real number in [0, 1]")
+    decay_steps: Optional[int] = _f(None, "null (= trainer.max_steps) or an integer >= 1", optional(integer(1)))
+    final_fraction: float = _f(0.0, "a real number in [0, 1]", real(0, 1))
     # piecewise_exponential: the rate is multiplied by decay_factor at each boundary (steps after warmup).
-    decay_boundaries: List[int] = _f(allowed="a list of increasing integers >= 1", default_factory=list)
-    decay_factor: float = _f(0.1, "a real number in (0, 1]")
+    decay_boundaries: List[int] = _f(allowed="a list of increasing integers >= 1", check=increasing(integer(1)),
+                                     default_factory=list)
+    decay_factor: float = _f(0.1, "a real number in (0, 1]", real(0, 1, low_open=True))
 
 
 @dataclass
 class TrainerConfig:
-    max_steps: int = _f(10_000, "an integer >= 1")
-    eval_every_fresh_examples: int = _f(10_000, "an integer >= 1")
+    max_steps: int = _f(10_000, "an integer >= 1", integer(1))
+    eval_every_fresh_examples: int = _f(10_000, "an integer >= 1", integer(1))
     # Stop once this many fresh examples were read (the paper's fixed-budget comparison); null = no limit.
-    max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1")
-    stop_at_target: bool = _f(True, "true or false")
-    progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)")
-    # Orbax checkpoints (with the input iterator's state) every this many steps and at the end; 0 = none.
-    checkpoint_every_steps: int = _f(500, "an integer >= 0 (0 = no checkpoints)")
-    precision: str = _f("float32", "one of float32, bfloat16 (bfloat16 compute, float32 parameters)")
+    max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1", optional(integer(1)))
+    stop_at_target: bool = _f(True, "true or false", boolean)
+    progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)", boolean)
+    # Orbax checkpoints (with the input iterator's state) at the first step after this many seconds of training
+    # since the last one, every checkpoint_every_steps steps, and at the end. A checkpoint of the default run
+    # costs about 1.5 s (the shuffle buffer's contents), so a time cadence bounds the cost at any step rate.
+    checkpoint_every_seconds: float = _f(600.0, "a real number >= 0 (0 = not by time)", real(0))
+    checkpoint_every_steps: int = _f(0, "an integer >= 0 (0 = not by step count)", integer(0))
+    precision: str = _f("float32", "one of float32, bfloat16 (bfloat16 compute, float32 parameters)",
+                        one_of("float32", "bfloat16"))
     # Split each batch over every device (one mesh axis "data"); false: one device.
-    data_parallel: bool = _f(True, "true or false")
+    data_parallel: bool = _f(True, "true or false", boolean)
     # Several processes (hosts): jax.distributed.initialize() reads SLURM, Open MPI or TPU settings.
-    distributed: bool = _f(False, "true or false")
-    # Batches and steps timed before training for the summary's timing facts (see profile.py); 0 = none.
-    profile_batches: int = _f(20, "an integer >= 0 (0 = no timing facts)")
+    distributed: bool = _f(False, "true or false", boolean)
+    # Batches and steps timed before training for the summary's timing facts (see timing.py); 0 = none.
+    profile_batches: int = _f(20, "an integer >= 0 (0 = no timing facts)", integer(0))
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
-    compilation_cache_dir: Optional[str] = _f("~/.cache/echo_experiments/jax", "null (no cache) or a directory path")
+    compilation_cache_dir: Optional[str] = _f("~/.cache/echo_experiments/jax", "null (no cache) or a directory path",
+                                              optional(text))
+
+
+SAMPLERS = ("halton", "sobol")
 
 
 @dataclass
 class TuningConfig:
     # Both null outside a study. With -m tuning=study, the sweep runs every (study, trial) pair.
-    study: Optional[int] = _f(None, "null or an integer >= 0")
-    trial: Optional[int] = _f(None, "null or an integer >= 0")
-    studies: int = _f(2, "an integer >= 1 (independent repeats of the search)")
-    trials: int = _f(8, "an integer >= 1 (trials per study)")
-    seed: int = _f(0, "an integer >= 0 (seeds the quasi-random sequences)")
-    sampler: str = _f("halton", "one of halton, sobol")
+    study: Optional[int] = _f(None, "null or an integer >= 0", optional(integer(0)))
+    trial: Optional[int] = _f(None, "null or an integer >= 0", optional(integer(0)))
+    studies: int = _f(2, "an integer >= 1 (independent repeats of the search)", integer(1))
+    trials: int = _f(8, "an integer >= 1 (trials per study)", integer(1))
+    seed: int = _f(0, "an integer >= 0 (seeds the quasi-random sequences)", integer(0, MAX_SEED))
+    sampler: str = _f("halton", "one of " + ", ".join(SAMPLERS), one_of(*SAMPLERS))
+
+
+STORAGE_KINDS = ("local", "http", "emulated")
 
 
 @dataclass
 class StorageConfig:
     # Where training records are read from; see echo_experiments/data/storage.py.
-    kind: str = _f("local", "one of local, http, emulated")
-    latency_ms: float = _f(0.0, "a real number >= 0 (milliseconds per request)")
-    bandwidth_mb_s: Optional[float] = _f(None, "null (unlimited) or a real number > 0 (MB/s per request)")
-    parallel_reads: int = _f(1, "an integer >= 1 (requests in flight)")
-    url: Optional[str] = _f(None, "null (start a record server on loopback) or a record server's http:// URL")
+    kind: str = _f("local", "one of " + ", ".join(STORAGE_KINDS), one_of(*STORAGE_KINDS))
+    latency_ms: float = _f(0.0, "a real number >= 0 (milliseconds per request)", real(0))
+    bandwidth_mb_s: Optional[float] = _f(None, "null (unlimited) or a real number > 0 (MB/s per request)",
+                                         optional(real(0, low_open=True)))
+    parallel_reads: int = _f(1, "an integer >= 1 (requests in flight)", integer(1))
+    url: Optional[str] = _f(None, "null, or with storage.kind=http a record server's http:// URL",
+                            optional(lambda v: isinstance(v, str) and v.startswith("http://")))
 
 
 @dataclass
 class DataConfig:
     # Where TFDS data sets live; null = $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default).
-    dir: Optional[str] = _f(None, "null or a directory path")
+    dir: Optional[str] = _f(None, "null or a directory path", optional(text))
     # A tf.data service dispatcher (grpc://host:port) whose workers read, decode and shuffle; echoing stays local.
-    service: Optional[str] = _f(None, "null or a tf.data service address grpc://host:port")
+    service: Optional[str] = _f(None, "null or a tf.data service address grpc://host:port",
+                                optional(lambda v: isinstance(v, str) and v.startswith("grpc://")))
 
 
 @dataclass
@@ -176,10 +410,13 @@ class Config:
     data: DataConfig = _f(allowed="a data config", default_factory=DataConfig)
     storage: StorageConfig = _f(allowed="a storage config", default_factory=StorageConfig)
     tuning: TuningConfig = _f(allowed="a tuning config", default_factory=TuningConfig)
-    seed: int = _f(0, "an integer >= 0")
+    seed: int = _f(0, f"an integer in [0, {MAX_SEED}]", integer(0, MAX_SEED))
 
 
-ConfigStore.instance().store(name="base_config", node=Config)
+_store = ConfigStore.instance()
+_store.store(name="base_config", node=Config)
+for _task, _schema in TASK_SCHEMAS.items():
+    _store.store(group="workload_schema", name=_task, node=_schema)
 
 
 def short_name(name: str, limit: int = 120) -> str:
@@ -195,118 +432,111 @@ OmegaConf.register_new_resolver("mul", lambda a, b: int(round(float(a) * float(b
 OmegaConf.register_new_resolver("max", lambda a, b: max(a, b), replace=True)
 
 
-def _lookup(key: str) -> tuple[Any, str]:
-    """The schema node (a dataclass or a type) for a dotted key and its allowed-values sentence."""
-    node: Any = Config
-    allowed = ""
-    for part in [p for p in key.split(".") if p]:
+# --- looking up and checking fields ---------------------------------------------------------------------
+
+def _field_at(schema: type, parts: list[str]):
+    node, found = schema, None
+    for part in parts:
         match = [f for f in fields(node) if f.name == part] if is_dataclass(node) else []
         if not match:
-            return None, ""
-        node, allowed = match[0].type, match[0].metadata.get("allowed", "")
-    return node, allowed
+            return None
+        found = match[0]
+        node = found.type
+    return found
+
+
+def _schema_field(key: str):
+    """The dataclass field of a dotted key, looked up in the schema (workload keys in every task's schema)."""
+    parts = [p for p in key.split(".") if p]
+    candidates = [(Config, parts)]
+    if parts[:1] == ["workload"] and len(parts) > 1:
+        candidates += [(schema, parts[1:]) for schema in TASK_SCHEMAS.values()]
+    for root, path in candidates:
+        found = _field_at(root, path)
+        if found is not None:
+            return found
+    return None
 
 
 def allowed_for(key: str) -> str:
     """The sentence of allowed values for a dotted key, e.g. ``echo.factor``; "" if unknown."""
-    return _lookup(key)[1]
+    found = _schema_field(key)
+    return found.metadata.get("allowed", "") if found is not None else ""
 
 
 def keys_of(key: str) -> list[str]:
-    """The field names under a dotted section key ("" for the root); [] if it is not a section."""
-    node = _lookup(key)[0]
-    return [f.name for f in fields(node)] if is_dataclass(node) else []
+    """The field names under a dotted section key ("" for the root); [] if it is not a typed section."""
+    if not key:
+        return [f.name for f in fields(Config)]
+    found = _schema_field(key)
+    return [f.name for f in fields(found.type)] if found is not None and is_dataclass(found.type) else []
 
 
-def _check(ok: bool, key: str, value: Any) -> None:
-    if not ok:
-        raise ConfigError(key, value, allowed_for(key))
+def _walk(node: Any, prefix: str) -> Iterator[ConfigError]:
+    """Every field of a typed section whose value its own check refuses, then the section's cross-key rules."""
+    schema = OmegaConf.get_type(node)
+    if not is_dataclass(schema):
+        return
+    for f in fields(schema):
+        key = f"{prefix}{f.name}"
+        if OmegaConf.is_missing(node, f.name):
+            yield ConfigError(key, None, f.metadata.get("allowed", ""), f"{key} is missing: {f.metadata.get('allowed', '')}")
+            continue
+        value = node[f.name]
+        check = f.metadata.get("check")
+        if check is not None and not check(value):
+            yield ConfigError(key, value, f.metadata.get("allowed", ""))
+        elif isinstance(value, DictConfig):
+            yield from _walk(value, f"{key}.")
+        elif isinstance(value, ListConfig):
+            for i, item in enumerate(value):
+                if isinstance(item, DictConfig):
+                    yield from _walk(item, f"{key}[{i}].")
+    rules = getattr(schema, "rules", None)
+    if rules is not None:
+        yield from rules(node, prefix.rstrip("."))
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def validate(cfg: DictConfig, placements: tuple[str, ...] = PLACEMENTS) -> None:
-    """Raise ConfigError for the first value that is not allowed.
-
-    ``placements`` are the echo points the chosen workload's pipeline has.
-    """
-    e, w, o, t = cfg.echo, cfg.workload, cfg.optimizer, cfg.trainer
-    _check(_is_real(e.factor) and e.factor >= 1, "echo.factor", e.factor)
-    _check(e.placement in PLACEMENTS, "echo.placement", e.placement)
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first value that is not allowed (no data is read, nothing heavy imported)."""
+    e, w, t = cfg.echo, cfg.workload, cfg.trainer
+    schema = TASK_SCHEMAS.get(w.task)
+    if schema is None:
+        raise ConfigError("workload.task", w.task, "one of " + ", ".join(TASK_SCHEMAS))
+    if not issubclass(OmegaConf.get_type(w), schema):
+        raise ConfigError("workload", w.name, (
+            f"a workload config typed for task {w.task}: start its YAML with "
+            f"`defaults: [/workload_schema@workload: {w.task}]`"))
+    for error in _walk(cfg, ""):
+        raise error
+    # What the task declares, and the rules that relate two keys, each stated once.
+    if schema.datasets and w.dataset not in schema.datasets:
+        raise ConfigError("workload.dataset", w.dataset, "one of " + ", ".join(schema.datasets))
+    if w.target.metric not in schema.metrics:
+        raise ConfigError("workload.target.metric", w.target.metric, "one of " + ", ".join(schema.metrics))
+    placements = tuple(p.value for p in Placement.for_pipeline(schema.augments))
     if e.placement not in placements:
-        raise ConfigError(
-            "echo.placement", e.placement,
-            f"workload {w.name} has no such stage; one of {', '.join(placements)}")
+        raise ConfigError("echo.placement", e.placement,
+                          f"workload {w.name} has no such stage; one of {', '.join(placements)}")
     if e.placement == "none" and e.factor != 1:
         raise ConfigError(
             "echo.placement", e.placement,
-            f"echo.factor={_show(e.factor)} needs an echo point: one of {', '.join(p for p in placements if p != 'none')}")
-    _check(_is_int(e.shuffle_buffer) and e.shuffle_buffer >= 0, "echo.shuffle_buffer", e.shuffle_buffer)
-    _check(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed)
-
-    _check(_is_int(w.batch_size) and w.batch_size >= 1, "workload.batch_size", w.batch_size)
-    _check(_is_int(w.eval_batch_size) and w.eval_batch_size >= 1, "workload.eval_batch_size", w.eval_batch_size)
-    _check(w.eval_examples is None or (_is_int(w.eval_examples) and w.eval_examples >= 1),
-           "workload.eval_examples", w.eval_examples)
-    _check(_is_int(w.shuffle_buffer) and w.shuffle_buffer >= 1, "workload.shuffle_buffer", w.shuffle_buffer)
-    _check(_is_real(w.label_smoothing) and 0 <= w.label_smoothing < 1, "workload.label_smoothing", w.label_smoothing)
-    _check(w.target.mode in ("max", "min"), "workload.target.mode", w.target.mode)
-
-    _check(o.name in ("momentum",), "optimizer.name", o.name)
-    _check(_is_real(o.learning_rate) and o.learning_rate > 0, "optimizer.learning_rate", o.learning_rate)
-    _check(_is_real(o.momentum) and 0 <= o.momentum < 1, "optimizer.momentum", o.momentum)
-    _check(_is_real(o.weight_decay) and o.weight_decay >= 0, "optimizer.weight_decay", o.weight_decay)
-    _check(o.schedule in ("constant", "linear_decay", "piecewise_exponential"), "optimizer.schedule", o.schedule)
-    bounds = list(o.decay_boundaries)
-    _check(all(_is_int(b) and b >= 1 for b in bounds) and bounds == sorted(set(bounds)),
-           "optimizer.decay_boundaries", bounds)
-    _check(_is_real(o.decay_factor) and 0 < o.decay_factor <= 1, "optimizer.decay_factor", o.decay_factor)
-    _check(_is_int(o.warmup_steps) and o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps)
-    _check(o.decay_steps is None or (_is_int(o.decay_steps) and o.decay_steps >= 1),
-           "optimizer.decay_steps", o.decay_steps)
-    _check(_is_real(o.final_fraction) and 0 <= o.final_fraction <= 1, "optimizer.final_fraction", o.final_fraction)
-
+            f"echo.factor={show(e.factor)} needs an echo point: one of {', '.join(p for p in placements if p != 'none')}")
     st = cfg.storage
-    _check(st.kind in ("local", "http", "emulated"), "storage.kind", st.kind)
-    _check(_is_real(st.latency_ms) and st.latency_ms >= 0, "storage.latency_ms", st.latency_ms)
-    _check(st.bandwidth_mb_s is None or (_is_real(st.bandwidth_mb_s) and st.bandwidth_mb_s > 0),
-           "storage.bandwidth_mb_s", st.bandwidth_mb_s)
-    _check(_is_int(st.parallel_reads) and st.parallel_reads >= 1, "storage.parallel_reads", st.parallel_reads)
-    if st.url is not None and (st.kind != "http" or not str(st.url).startswith("http://")):
-        raise ConfigError("storage.url", st.url, "null, or with storage.kind=http a record server's http:// URL")
-
-    tu = cfg.tuning
-    for key in ("study", "trial"):
-        value = tu[key]
-        _check(value is None or (_is_int(value) and value >= 0), f"tuning.{key}", value)
-    _check(_is_int(tu.studies) and tu.studies >= 1, "tuning.studies", tu.studies)
-    _check(_is_int(tu.trials) and tu.trials >= 1, "tuning.trials", tu.trials)
-    _check(_is_int(tu.seed) and tu.seed >= 0, "tuning.seed", tu.seed)
-    _check(tu.sampler in ("halton", "sobol"), "tuning.sampler", tu.sampler)
-
-    _check(_is_int(t.max_steps) and t.max_steps >= 1, "trainer.max_steps", t.max_steps)
-    _check(_is_int(t.profile_batches) and t.profile_batches >= 0, "trainer.profile_batches", t.profile_batches)
-    _check(_is_int(t.checkpoint_every_steps) and t.checkpoint_every_steps >= 0, "trainer.checkpoint_every_steps",
-           t.checkpoint_every_steps)
-    _check(t.precision in ("float32", "bfloat16"), "trainer.precision", t.precision)
+    if st.url is not None and st.kind != "http":
+        raise ConfigError("storage.url", st.url, allowed_for("storage.url"))
     service = cfg.data.service
-    _check(service is None or (isinstance(service, str) and service.startswith("grpc://")), "data.service", service)
-    if service is not None and cfg.storage.kind != "local":
-        raise ConfigError("storage.kind", cfg.storage.kind, "local with data.service (the service reads the data)")
-    if service is not None and t.checkpoint_every_steps:
-        raise ConfigError("trainer.checkpoint_every_steps", t.checkpoint_every_steps,
-                          "0 with data.service (the service's workers hold the input's state, which no checkpoint can save)")
-    _check(t.max_fresh_examples is None or (_is_int(t.max_fresh_examples) and t.max_fresh_examples >= 1),
-           "trainer.max_fresh_examples", t.max_fresh_examples)
-    _check(_is_int(t.eval_every_fresh_examples) and t.eval_every_fresh_examples >= 1,
-           "trainer.eval_every_fresh_examples", t.eval_every_fresh_examples)
+    if service is not None and st.kind != "local":
+        raise ConfigError("storage.kind", st.kind, "local with data.service (the service reads the data)")
+    for key in ("checkpoint_every_seconds", "checkpoint_every_steps"):
+        if service is not None and t[key]:
+            raise ConfigError(f"trainer.{key}", t[key], "0 with data.service (the service's workers hold the "
+                              "input's state, which no checkpoint can save)")
 
 
 def to_yaml(cfg: DictConfig) -> str:
     return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+__all__ = ["Config", "ConfigError", "Placement", "PLACEMENTS", "TASK_SCHEMAS", "allowed_for", "keys_of", "show",
+           "validate"]

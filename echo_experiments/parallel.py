@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from echo_experiments.config import ConfigError
-from echo_experiments.data.pipeline import Host
+from echo_experiments.data.stream import Host
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
     python -m echo_experiments.service dispatcher --port 5050
     python -m echo_experiments.service worker --dispatcher trainer-host:5050 --port 5051   # on each CPU host
-    python -m echo_experiments data.service=grpc://trainer-host:5050 trainer.checkpoint_every_steps=0
+    python -m echo_experiments data.service=grpc://trainer-host:5050 trainer.checkpoint_every_seconds=0
 
 The trainer sends the pipeline's graph up to its echo point to the dispatcher; the workers run it (reading,
 decoding, shuffling, and augmenting when the echo point is after augmentation) and stream the results

@@ -7,36 +7,39 @@ paper's cost unit. ``wall_time_s`` counts the input pipeline and the steps, not 
 Trainer._evaluate). The loop reads a device value only at evaluations and checkpoints: the steps in
 between run asynchronously.
 
-A run checkpoints every ``trainer.checkpoint_every_steps``; started again in the same directory after
-being killed, it resumes from the last checkpoint and ends as it would have without the interruption.
+A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or every
+``trainer.checkpoint_every_steps``) and at the end; started again in the same directory after being killed,
+it resumes from the last checkpoint and ends as it would have without the interruption.
 """
 
 import logging
 import math
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments import optim, parallel, profile
+from echo_experiments import optim, parallel, timing
 from echo_experiments.checkpoints import Checkpoints
 from echo_experiments.checkpoints import exist as checkpoints_exist
 from echo_experiments.config import ConfigError
+from echo_experiments.data import stream
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments.data.pipeline import Feed
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.runs import RunDir
-from echo_experiments.tuning import apply_trial
-from echo_experiments.workloads import Workload, check_config, make
+from echo_experiments.tuning import run_config
+from echo_experiments.workloads import Workload, make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -74,22 +77,13 @@ def make_train_step(workload: Workload, tx: optax.GradientTransformation, comput
     return train_step
 
 
-def resolve_config(cfg: DictConfig) -> DictConfig:
-    """The config a run trains with: validated, with a tuning trial's values applied (and validated)."""
-    check_config(cfg)
-    trial_cfg = apply_trial(cfg)
-    if trial_cfg is not cfg:
-        check_config(trial_cfg)
-    return trial_cfg
-
-
 def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     """Validate the config, train (resuming from a checkpoint in ``out_dir`` if there is one), and write the
     run directory. Returns the summary.
 
     Raises ConfigError for a bad value and DataMissing for an absent data set before training starts.
     """
-    cfg = resolve_config(cfg)
+    cfg = run_config(cfg)
     run_dir = RunDir(out_dir)
     changed = run_dir.differences(cfg)
     done = run_dir.summary()
@@ -101,15 +95,15 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
         if done is not None:
             log.info("%s is complete (%s); not run again", run_dir.path, done["status"])
             return done
-    if cfg.trainer.compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", str(Path(cfg.trainer.compilation_cache_dir).expanduser()))
-    workload = make(cfg.workload, data_dir(cfg.data.dir))
+    use_compilation_cache(cfg.trainer.compilation_cache_dir)
     mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
+    workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
     writer = mesh.host.index == 0
     summary = _summary_head(cfg)
     try:
         with Store(cfg.storage, workload.train_source) as store:
-            trainer = Trainer(cfg, workload, run_dir, store, mesh)
+            batches = stream.build(workload, cfg, store=store, host=mesh.host)
+            trainer = Trainer(cfg, workload, run_dir, mesh, batches, store)
             summary.update(trainer.fit())
             if writer:
                 run_dir.write_summary(summary)
@@ -123,6 +117,27 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
             run_dir.write_summary({**summary, "status": "failed", "error": f"{type(e).__name__}: {e}"})
         raise
     return summary
+
+
+def use_compilation_cache(directory: Optional[str]) -> None:
+    """JAX's persistent compilation cache in ``directory`` (None: off), for every program: on a CPU even the
+    small ones take a second to compile, and a sweep's trials and a test session compile the same ones."""
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+def initial_state(workload: Workload, tx: optax.GradientTransformation, seed: int, sharding: Any) -> TrainState:
+    """Parameters, model and optimizer state from ``seed``, made by one compiled program (op by op, each
+    leaf of the optimizer state would be a program of its own to compile)."""
+
+    def init(seed: jax.Array) -> TrainState:
+        init_rng, step_rng = jax.random.split(jax.random.PRNGKey(seed))
+        params, model_state = workload.init(init_rng)
+        return TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), step_rng)
+
+    return jax.jit(init, out_shardings=sharding)(seed)
 
 
 def _summary_head(cfg: DictConfig) -> dict[str, Any]:
@@ -143,28 +158,38 @@ def _summary_head(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+@dataclass
+class LoopState:
+    """What the training loop carries from step to step; saved with every checkpoint, so a resumed run goes
+    on with the same evaluation cadence, clocks and target bookkeeping."""
+
+    step: int = 0
+    next_eval: int = 0  # the fresh-example count at which the next evaluation falls
+    status: str = "not_reached"
+    to_target: Optional[dict[str, Any]] = None  # fresh examples, steps and seconds to target, once reached
+    eval_s: float = 0.0
+    checkpoint_s: float = 0.0
+    elapsed_s: float = 0.0
+    startup_s: Optional[float] = None  # seconds until the first batch (the shuffle buffer filling)
+    metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation's
+    train_loss: Optional[float] = None
+    stop: bool = False
+    pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
+
+
 class Trainer:
     """One run's training: the compiled step, the input stream, the counters, evaluation and checkpoints."""
 
-    def __init__(self, cfg: DictConfig, workload: Workload, run_dir: RunDir, store: Optional[Store],
-                 mesh: parallel.Parallel, batches: Optional[tf.data.Dataset] = None):
+    def __init__(self, cfg: DictConfig, workload: Workload, run_dir: RunDir, mesh: parallel.Parallel,
+                 batches: tf.data.Dataset, store: Optional[Store] = None):
         self.cfg, self.t, self.workload, self.run_dir, self.mesh = cfg, cfg.trainer, workload, run_dir, mesh
+        self.batches, self.store = batches, store
         self.writer = mesh.host.index == 0
         self.batch_size = int(cfg.workload.batch_size)
-        workload.compute_dtype = DTYPES[self.t.precision]
         self.tx = optim.optimizer(cfg.optimizer, self.t.max_steps)
         self.learning_rate = optim.schedule(cfg.optimizer, self.t.max_steps)
-        feed = Feed(records=store.records(cfg.seed) if store else None, host=mesh.host, service=cfg.data.service)
-        self.batches = batches if batches is not None else workload.train_batches(cfg.echo, cfg.seed, feed)
-        self.store = store
-        self.checkpoints = (Checkpoints(run_dir.path / "checkpoints", host=mesh.host.index)
-                            if self.t.checkpoint_every_steps else None)
-
-    def _initial_state(self) -> TrainState:
-        init_rng, step_rng = jax.random.split(jax.random.PRNGKey(self.cfg.seed))
-        params, model_state = jax.jit(self.workload.init)(init_rng)
-        state = TrainState(jnp.zeros((), jnp.int32), params, model_state, self.tx.init(params), step_rng)
-        return jax.device_put(state, self.mesh.replicated)
+        checkpointing = self.t.checkpoint_every_steps or self.t.checkpoint_every_seconds
+        self.checkpoints = Checkpoints(run_dir.path / "checkpoints") if checkpointing else None
 
     def _compile(self, state: TrainState):
         spec = {k: jax.ShapeDtypeStruct((self.batch_size,) + tuple(v.shape[1:]), v.dtype.as_numpy_dtype,
@@ -178,41 +203,41 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train until the target (or a budget); append a metrics row per evaluation."""
         t = self.t
-        state = self._initial_state()
+        state = initial_state(self.workload, self.tx, int(self.cfg.seed), self.mesh.replicated)
         began = time.perf_counter()
         train_step = self._compile(state)
         compile_s = time.perf_counter() - began
-        timing = None
+        facts = None
         if t.profile_batches and self.store is not None:
-            timing = profile.measure(self.workload, Feed(self.store.records(self.cfg.seed), self.mesh.host),
-                                     self.cfg, train_step, state, t.profile_batches)
-            log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", timing.upstream_s_per_batch,
-                     timing.downstream_s_per_step, timing.ratio)
+            facts = timing.measure(self.workload, self.cfg, self.store, self.mesh.host, train_step, state,
+                                   t.profile_batches)
+            log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,
+                     facts.downstream_s_per_step, facts.ratio)
 
         # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
         self.iterator = iterator = iter(self.batches)
-        loop = {"step": 0, "next_eval": t.eval_every_fresh_examples, "status": "not_reached", "to_target": None,
-                "eval_s": 0.0, "checkpoint_s": 0.0, "elapsed_s": 0.0, "startup_s": None, "pending_losses": [],
-                "metrics": {}, "train_loss": None}
+        loop = LoopState(next_eval=t.eval_every_fresh_examples)
         fresh = FreshCounter()
         latest = self.checkpoints.latest() if self.checkpoints else None
         if latest is not None:
-            state, seen, loop = self.checkpoints.restore(latest, state, iterator)
+            state, seen, saved = self.checkpoints.restore(latest, state, iterator)
+            loop = LoopState(**saved)
             fresh = FreshCounter.from_seen(seen)
             if self.writer:
-                self.run_dir.keep_metrics_until(loop["step"])
-            log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop["step"], fresh.count)
+                self.run_dir.keep_metrics_until(loop.step)
+            log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop.step, fresh.count)
         elif self.writer:
             self.run_dir.start(self.cfg)
-        losses = [jnp.asarray(x) for x in loop.pop("pending_losses")]
-        bar = tqdm(total=t.max_steps, initial=loop["step"], unit="step", leave=False,
+        losses = [jnp.asarray(x) for x in loop.pending_losses]
+        bar = tqdm(total=t.max_steps, initial=loop.step, unit="step", leave=False,
                    disable=not (self.writer and t.progress and sys.stderr.isatty()))
-        start = time.perf_counter() - loop["elapsed_s"]
-        step = loop["step"]
-        while step < t.max_steps and not loop.get("stop"):
+        start = time.perf_counter() - loop.elapsed_s
+        step = loop.step
+        last_save = time.perf_counter()
+        while step < t.max_steps and not loop.stop:
             batch = {k: v.numpy() for k, v in next(iterator).items()}
-            if loop["startup_s"] is None:  # the shuffle buffer is full: the steady state begins
-                loop["startup_s"] = time.perf_counter() - start
+            if loop.startup_s is None:  # the shuffle buffer is full: the steady state begins
+                loop.startup_s = time.perf_counter() - start
             fresh.update(batch.pop("read_id"))
             state, loss = train_step(state, self.mesh.put_batch(batch))
             losses.append(loss)
@@ -220,37 +245,45 @@ class Trainer:
             bar.update()
             count = self.mesh.total(fresh.count)
             budget_spent = t.max_fresh_examples is not None and count >= t.max_fresh_examples
-            if count >= loop["next_eval"] or step == t.max_steps or budget_spent:
+            if count >= loop.next_eval or step == t.max_steps or budget_spent:
                 self._evaluate(state, step, count, losses, loop, start, bar)
                 losses = []
-                loop["stop"] = loop.get("stop") or budget_spent
-            if self.checkpoints and (step % t.checkpoint_every_steps == 0 or step == t.max_steps or loop.get("stop")):
-                saving = time.perf_counter()
-                loop.update(step=step, elapsed_s=saving - start,
-                            pending_losses=[float(x) for x in jax.device_get(losses)])
-                self.checkpoints.save(step, state, iterator, fresh.seen, loop)
-                loop.pop("pending_losses")
-                loop["checkpoint_s"] += time.perf_counter() - saving
+                loop.stop = loop.stop or budget_spent
+            if self.checkpoints and self._checkpoint_due(step, loop.stop, last_save):
+                last_save = saving = time.perf_counter()
+                loop.step, loop.elapsed_s = step, saving - start
+                loop.pending_losses = [float(x) for x in jax.device_get(losses)]
+                self.checkpoints.save(step, state, iterator, fresh.seen, asdict(loop))
+                loop.checkpoint_s += time.perf_counter() - saving
         bar.close()
         if self.checkpoints:
-            self.checkpoints.close()
-        return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, timing)
+            closing = time.perf_counter()
+            self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
+            loop.checkpoint_s += time.perf_counter() - closing
+        return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, facts)
 
-    def _evaluate(self, state, step: int, count: int, losses: list, loop: dict, start: float, bar) -> None:
-        train_loss = float(jnp.mean(jnp.stack(losses))) if losses else math.nan  # waits for the last step
+    def _checkpoint_due(self, step: int, stopping: bool, last_save: float) -> bool:
+        t = self.t
+        by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
+        by_time = t.checkpoint_every_seconds and time.perf_counter() - last_save >= t.checkpoint_every_seconds
+        return bool(by_steps or by_time or stopping or step == t.max_steps)
+
+    def _evaluate(self, state, step: int, count: int, losses: list, loop: LoopState, start: float, bar) -> None:
+        # Waits for the last step. On the host: stacking on the device would compile a program per list length.
+        train_loss = float(np.mean(jax.device_get(losses))) if losses else math.nan
         eval_began = time.perf_counter()
         # Seconds to target count everything until this evaluation began, earlier evaluations too: they fall
         # on the same fresh-example cadence in every condition, and leaving them out would credit input-bound
         # runs with the reading tf.data goes on doing while evaluation runs. Checkpoints are left out: they
         # fall on a step cadence, which would charge echoing (more steps per fresh example) for them.
         elapsed_s = eval_began - start
-        train_s = elapsed_s - loop["eval_s"] - loop["checkpoint_s"]
+        train_s = elapsed_s - loop.eval_s - loop.checkpoint_s
         metrics = self.workload.evaluate(state.params, state.model_state) if math.isfinite(train_loss) else {}
-        loop["eval_s"] += time.perf_counter() - eval_began
-        loop["metrics"], loop["train_loss"] = metrics, train_loss
+        loop.eval_s += time.perf_counter() - eval_began
+        loop.metrics, loop.train_loss = metrics, train_loss
         target = self.workload.target
         row = {"step": step, "fresh_examples": count, "examples_trained": step * self.batch_size,
-               "elapsed_s": elapsed_s, "wall_time_s": train_s, "eval_time_s": loop["eval_s"],
+               "elapsed_s": elapsed_s, "wall_time_s": train_s, "eval_time_s": loop.eval_s,
                "train_loss": train_loss, "learning_rate": float(self.learning_rate(step - 1)), **metrics}
         if self.writer:
             self.run_dir.append_metrics(row)
@@ -259,48 +292,46 @@ class Trainer:
                  shown, train_s)
         bar.set_postfix(fresh=count, **{target.metric: f"{shown:.4f}"})
         cadence = int(self.t.eval_every_fresh_examples)
-        loop["next_eval"] = (count // cadence + 1) * cadence
+        loop.next_eval = (count // cadence + 1) * cadence
         if not all(math.isfinite(v) for v in (train_loss, *metrics.values())):
-            loop["status"], loop["stop"] = "diverged", True
+            loop.status, loop.stop = "diverged", True
             log.warning("diverged at step %d (train loss %s)", step, train_loss)
-        elif loop["to_target"] is None and target.reached(metrics):
-            loop["status"] = "reached_target"
-            loop["to_target"] = {"fresh_examples_to_target": count, "steps_to_target": step,
-                                 "seconds_to_target": elapsed_s - loop["checkpoint_s"]}
+        elif loop.to_target is None and self.workload.has_reached_target(metrics):
+            loop.status = "reached_target"
+            loop.to_target = {"fresh_examples_to_target": count, "steps_to_target": step,
+                              "seconds_to_target": elapsed_s - loop.checkpoint_s}
             log.info("reached %s %s %s at step %d with %d fresh examples", target.metric,
                      ">=" if target.mode == "max" else "<=", target.value, step, count)
-            loop["stop"] = self.t.stop_at_target
+            loop.stop = self.t.stop_at_target
 
-    def _result(self, loop: dict, step: int, count: int, elapsed_s: float, compile_s: float,
-                timing: Optional[profile.Timing]) -> dict[str, Any]:
-        busy_s = loop["eval_s"] + loop["checkpoint_s"]
-        startup_s = loop["startup_s"] or 0.0
-        facts = ({**timing.as_dict(), "accelerator_idle_fraction": timing.idle_fraction(step, elapsed_s - startup_s,
-                                                                                         busy_s)}
-                 if timing else {})
+    def _result(self, loop: LoopState, step: int, count: int, elapsed_s: float, compile_s: float,
+                facts: Optional[timing.Timing]) -> dict[str, Any]:
+        busy_s = loop.eval_s + loop.checkpoint_s
+        startup_s = loop.startup_s or 0.0
+        timing_facts = ({**facts.as_dict(), "accelerator_idle_fraction": facts.idle_fraction(
+            step, elapsed_s - startup_s, busy_s)} if facts else {})
         return {
-            "status": loop["status"],
+            "status": loop.status,
             "steps": step,
             "fresh_examples": count,
             "examples_trained": step * self.batch_size,
             "elapsed_s": elapsed_s,
             "startup_s": startup_s,
             "wall_time_s": elapsed_s - busy_s,
-            "eval_time_s": loop["eval_s"],
-            "checkpoint_time_s": loop["checkpoint_s"],
+            "eval_time_s": loop.eval_s,
+            "checkpoint_time_s": loop.checkpoint_s,
             "compile_time_s": compile_s,
             "devices": self.mesh.devices,
             "precision": self.t.precision,
             "target": self.workload.target.as_dict(),
-            **(loop["to_target"] or {"fresh_examples_to_target": None, "steps_to_target": None,
-                                      "seconds_to_target": None}),
-            "final_metrics": {**loop["metrics"], "train_loss": loop["train_loss"]} if step else {},
-            **facts,
+            **(loop.to_target or {"fresh_examples_to_target": None, "steps_to_target": None,
+                                  "seconds_to_target": None}),
+            "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
+            **timing_facts,
         }
 
 
-def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir, store: Optional[Store] = None,
-        batches: Optional[tf.data.Dataset] = None) -> dict[str, Any]:
-    """Train on this process's devices (the benchmark feeds its own ``batches``)."""
+def fit(cfg: DictConfig, workload: Workload, run_dir: RunDir, batches: tf.data.Dataset) -> dict[str, Any]:
+    """Train on this process's devices from given ``batches`` (the benchmark feeds cached ones)."""
     mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
-    return Trainer(cfg, workload, run_dir, store, mesh, batches).fit()
+    return Trainer(cfg, workload, run_dir, mesh, batches).fit()

@@ -16,9 +16,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from scipy.stats import qmc
 
-from echo_experiments.config import ConfigError
-
-SCALES = ("linear", "log", "log_one_minus", "int")
+from echo_experiments.config import ConfigError, validate
 
 
 def unit_point(dimensions: int, study: int, trial: int, seed: int, sampler: str) -> np.ndarray:
@@ -52,8 +50,6 @@ def check_space(space: list[Any], cfg: DictConfig) -> None:
         where = f"workload.search_space[{i}]"
         if OmegaConf.select(cfg, d.key, default=KeyError) is KeyError:
             raise ConfigError(f"{where}.key", d.key, "a config key, e.g. optimizer.learning_rate")
-        if d.scale not in SCALES:
-            raise ConfigError(f"{where}.scale", d.scale, "one of " + ", ".join(SCALES))
         if not d.low < d.high or (d.scale == "log" and d.low <= 0) or (d.scale == "log_one_minus" and d.high >= 1):
             raise ConfigError(f"{where}", f"[{d.low}, {d.high}]",
                               "low < high (and > 0 for log, < 1 for log_one_minus)")
@@ -81,3 +77,12 @@ def apply_trial(cfg: DictConfig) -> DictConfig:
     # (study, trial) share it, so they are compared on the same initialisation and data order.
     out.seed = int(np.random.SeedSequence([int(cfg.seed), int(t.study), int(t.trial)]).generate_state(1)[0] >> 1)
     return out
+
+
+def run_config(cfg: DictConfig) -> DictConfig:
+    """The config a run trains with: validated, with a tuning trial's values applied (and validated)."""
+    validate(cfg)
+    trial_cfg = apply_trial(cfg)
+    if trial_cfg is not cfg:
+        validate(trial_cfg)
+    return trial_cfg

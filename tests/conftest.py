@@ -1,4 +1,5 @@
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,9 +10,23 @@ import echo_experiments.config  # noqa: E402,F401  (registers the schema with Hy
 from hydra import compose, initialize_config_module  # noqa: E402
 
 
+# The trainer's fast tests run the synthetic workload (conf/workload/synthetic.yaml): seconds per run.
+FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0"]
+
+
 def compose_config(*overrides: str):
     with initialize_config_module(version_base="1.3", config_module="echo_experiments.conf"):
         return compose("config", overrides=list(overrides))
+
+
+def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_size, shuffle_buffer, seed=0):
+    """One pass over ``records`` through the training stream (data/stream.py), as a list of NumPy batches."""
+    from echo_experiments.data import stream
+
+    cfg = SimpleNamespace(seed=seed, workload=SimpleNamespace(batch_size=batch_size, shuffle_buffer=shuffle_buffer),
+                          data=SimpleNamespace(service=None))
+    ds = stream.build(workload, cfg, echo_cfg=stream.Echo(placement, factor, shuffle), records=records, epochs=1)
+    return list(ds.as_numpy_iterator())
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from test_train import FAST
+from conftest import FAST
 
 
 def test_benchmark_writes_its_three_tables(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import compose_config
 from echo_experiments.config import ConfigError, validate
-from echo_experiments.preflight import check_command_line
+from echo_experiments.cli import check_command_line
 
 CASES = [
     (["echo.factor=0"], "echo.factor=0 is not allowed: a real number >= 1"),
@@ -26,8 +26,8 @@ CASES = [
      "after_augmentation, before_batching, after_batching"),
     (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
     (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
-    (["seed=-3"], "seed=-3 is not allowed: an integer >= 0"),
-    (["seed=x"], "seed=x is not allowed: an integer >= 0"),
+    (["seed=-3"], "seed=-3 is not allowed: an integer in [0, 2147483647]"),
+    (["seed=x"], "seed=x is not allowed: an integer in [0, 2147483647]"),
     (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: an integer >= 1"),
     (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
     (["trainer.eval_every_fresh_examples=many"],
@@ -69,11 +69,18 @@ def test_good_command_lines_pass():
 
 
 def test_a_placement_the_workload_has_no_stage_for():
-    cfg = compose_config("echo=before_augmentation")
+    cfg = compose_config("workload=transformer_pydocs", "echo=before_augmentation")
     with pytest.raises(ConfigError) as e:
-        validate(cfg, placements=("none", "before_batching", "after_batching"))
-    assert str(e.value) == ("echo.placement=before_augmentation is not allowed: workload fashion_mnist has no such "
-                            "stage; one of none, before_batching, after_batching")
+        validate(cfg)
+    assert str(e.value) == ("echo.placement=before_augmentation is not allowed: workload transformer_pydocs has no "
+                            "such stage; one of none, before_batching, after_batching")
+
+
+def test_the_schema_lists_the_data_sets_whose_statistics_the_image_task_has():
+    from echo_experiments.config import ImageClassificationConfig
+    from echo_experiments.workloads.image_classification import NORMALIZATION
+
+    assert set(ImageClassificationConfig.datasets) == set(NORMALIZATION)
 
 
 def test_the_program_exits_non_zero_with_one_line_and_no_traceback(tmp_path):

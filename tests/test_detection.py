@@ -2,7 +2,6 @@
 Fashion-MNIST detection canvases."""
 
 from collections import Counter
-from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config
+from conftest import compose_config, echoed_batches
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments.data.pipeline import Stages, train_pipeline
 from echo_experiments.mean_ap import Detections
 from echo_experiments.models import ssd
 from echo_experiments.runs import RunDir
@@ -113,10 +111,8 @@ def test_mean_ap_matches_a_hand_checked_case():
 
 
 def batches(workload, placement, factor, batch_size=B):
-    echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=0)
-    ds = train_pipeline(workload.train_source.encoded(0).take(N), Stages(workload.decode, workload.augment),
-                        batch_size=batch_size, shuffle_buffer=N, echo_cfg=echo_cfg, seed=0, epochs=1)
-    return list(ds.as_numpy_iterator())
+    return echoed_batches(workload, workload.train_source.encoded(0).take(N), placement, factor, batch_size=batch_size,
+                          shuffle_buffer=N)
 
 
 @pytest.mark.parametrize("placement", ["before_augmentation", "after_augmentation", "after_batching"])

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config
+from conftest import compose_config, echoed_batches
 from echo_experiments.data import sources
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.packing import pack
-from echo_experiments.data.pipeline import Stages, train_pipeline
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
+from echo_experiments.config import TransformerConfig
 from echo_experiments.models.transformer import build
-from echo_experiments.preflight import check_command_line
+from echo_experiments.cli import check_command_line
 from echo_experiments.runs import RunDir
 from echo_experiments.train import run
 from echo_experiments.workloads import make
@@ -69,11 +69,11 @@ def test_packing_loses_no_token(documents):
 
 
 def batches(workload, placement, factor, batch_size=B, seed=0):
-    sequences = workload.sequences(workload.train_source.encoded(seed), seed).take(N)
-    echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=0)
-    ds = train_pipeline(sequences, Stages(decode=lambda x: x), batch_size=batch_size, shuffle_buffer=N,
-                        echo_cfg=echo_cfg, seed=seed, epochs=1)
-    return list(ds.as_numpy_iterator())
+    """N packed sequences (the records are packed by the workload's examples hook inside the stream)."""
+    documents = workload.train_source.encoded(seed)
+    sequences = workload.sequences(documents, seed).take(N)
+    identity = SimpleNamespace(examples=lambda records, seed: records, decode=workload.decode, augments=False)
+    return echoed_batches(identity, sequences, placement, factor, batch_size=batch_size, shuffle_buffer=N, seed=seed)
 
 
 @pytest.mark.parametrize("placement", ["before_batching", "after_batching"])
@@ -103,8 +103,8 @@ def test_batch_echo_at_one_and_a_half(workload):
 
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
 def test_a_future_token_never_changes_an_earlier_position(positions):
-    model = build({"arch": "transformer", "d_model": 32, "num_layers": 2, "num_heads": 4, "mlp_dim": 64,
-                   "dropout": 0.0, "positions": positions}, vocab_size=50, max_len=16)
+    model = build(TransformerConfig(d_model=32, num_layers=2, num_heads=4, mlp_dim=64, dropout=0.0,
+                                    positions=positions), vocab_size=50, max_len=16)
     tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 16), 0, 50)
     params = model.init(jax.random.PRNGKey(1), tokens)
     before = model.apply(params, tokens)

@@ -9,6 +9,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import compose_config
+from echo_experiments.config import ResNetConfig
+from echo_experiments.data import stream
 from echo_experiments.models import resnet
 from echo_experiments.workloads import make
 
@@ -20,21 +22,21 @@ def n_params(module, shape):
 
 def test_resnet50_has_the_published_parameter_count():
     # 25,557,032: ResNet-50 with a 1000-way classifier (He et al. 2016; torchvision's count).
-    assert n_params(resnet.build({"arch": "resnet50"}, 1000), (1, 224, 224, 3)) == 25_557_032
+    assert n_params(resnet.build(ResNetConfig(arch="resnet50"), 1000), (1, 224, 224, 3)) == 25_557_032
 
 
 def test_resnet32_is_the_046M_cifar_network():
     # He et al. report 0.46M with zero-padding shortcuts; 1x1 projections at the two downsamplings add 2.6k.
-    count = n_params(resnet.build({"arch": "resnet_cifar", "depth": 32, "width": 16}, 10), (1, 32, 32, 3))
+    count = n_params(resnet.build(ResNetConfig(depth=32, width=16), 10), (1, 32, 32, 3))
     assert 460_000 <= count <= 467_000
 
 
 def test_cifar10_pipeline_and_evaluation(tmp_path):
-    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "workload.batch_size=4",
+    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "workload.batch_size=4", "workload.shuffle_buffer=16",
                          "workload.eval_batch_size=4", "workload.model.depth=8", f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=12):
         workload = make(cfg.workload, tmp_path)
-        batch = next(workload.train_batches(cfg.echo, seed=0).as_numpy_iterator())
+        batch = next(stream.build(workload, cfg).as_numpy_iterator())
         params, state = jax.jit(workload.init)(jax.random.PRNGKey(0))
         metrics = workload.evaluate(params, state)
     assert batch["image"].shape == (4, 32, 32, 3) and batch["image"].dtype == np.uint8
@@ -43,12 +45,12 @@ def test_cifar10_pipeline_and_evaluation(tmp_path):
 
 
 def test_imagenet_pipeline_crops_to_224(tmp_path):
-    cfg = compose_config("workload=resnet50", "workload.batch_size=2", "workload.eval_batch_size=2",
+    cfg = compose_config("workload=resnet50", "workload.batch_size=2", "workload.eval_batch_size=2", "workload.shuffle_buffer=8",
                          f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=4):
         workload = make(cfg.workload, tmp_path)
-        train = next(workload.train_batches(cfg.echo, seed=0).as_numpy_iterator())
-        evaluation = next(workload._eval_batches.as_numpy_iterator())
+        train = next(stream.build(workload, cfg).as_numpy_iterator())
+        evaluation = next(workload.eval_batches.as_numpy_iterator())
     assert train["image"].shape == (2, 224, 224, 3) and train["image"].dtype == np.uint8
     assert evaluation["image"].shape == (2, 224, 224, 3)
     assert workload.num_classes == 1000

@@ -1,14 +1,11 @@
 """The training pipeline on real Fashion-MNIST records: exact counts, and where the copies land."""
 
 from collections import Counter
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from conftest import compose_config
+from conftest import compose_config, echoed_batches
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments.data.pipeline import Stages, train_pipeline
 from echo_experiments.workloads import make
 
 N = 64  # real examples per epoch in these tests
@@ -24,11 +21,8 @@ def workload(data_dir):
 
 def batches(workload, placement, factor, shuffle=0, batch_size=B, seed=0):
     """One epoch of N real examples through the pipeline, as a list of NumPy batches."""
-    echo_cfg = SimpleNamespace(placement=placement, factor=factor, shuffle_buffer=shuffle)
-    records = workload.train_source.encoded(seed).take(N)
-    ds = train_pipeline(records, Stages(workload.decode, workload.augment), batch_size=batch_size,
-                        shuffle_buffer=N, echo_cfg=echo_cfg, seed=seed, epochs=1)
-    return list(ds.as_numpy_iterator())
+    return echoed_batches(workload, workload.train_source.encoded(seed).take(N), placement, factor, shuffle=shuffle,
+                          batch_size=batch_size, shuffle_buffer=N, seed=seed)
 
 
 def fresh_and_delivered(out):

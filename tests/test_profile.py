@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from echo_experiments.profile import Timing
-from test_train import FAST
+from echo_experiments.timing import Timing
+from conftest import FAST
 
 
 def test_ratio_and_recommended_factor():

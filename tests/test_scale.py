@@ -17,16 +17,16 @@ import tensorflow as tf
 
 from conftest import compose_config
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments.data.pipeline import Feed
-from echo_experiments.preflight import check_command_line
+from echo_experiments.data import stream
+from echo_experiments.cli import check_command_line
 from echo_experiments.runs import RunDir
 from echo_experiments.train import TrainState, make_train_step, run
 from echo_experiments.workloads import make
-from test_train import FAST
+from conftest import FAST
 
-# 60 steps of the narrow network with example echoing (32 fresh examples a step), never reaching the target.
+# 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
 SHORT = [*FAST, "echo=before_augmentation", "trainer.max_steps=60", "trainer.eval_every_fresh_examples=320",
-         "workload.target.value=0.99", "workload.shuffle_buffer=512", "trainer.profile_batches=0"]
+         "workload.target.value=0.99", "trainer.profile_batches=0"]
 
 
 def cli(run_dir, *args, devices=1, **popen):
@@ -42,42 +42,45 @@ def rows(run_dir):
 
 
 def test_two_devices_give_the_one_device_loss_curve(tmp_path):
-    # 20 steps: float sums taken in another order across devices drift apart as training goes on
-    # (3e-6 relative at step 20, 1e-2 by step 60), while a batch statistic computed per device instead of
-    # over the global batch would show at once.
-    args = ("trainer.max_steps=20",)
-    one, two = cli(tmp_path / "one", *args, devices=1), cli(tmp_path / "two", *args, devices=2)
-    assert one.returncode == 0 and two.returncode == 0, (one.stderr + two.stderr)[-3000:]
+    # 20 steps: float sums taken in another order across devices drift apart as training goes on, while a
+    # batch statistic computed per device instead of over the global batch would show at once.
+    args = ("trainer.max_steps=20", "trainer.eval_every_fresh_examples=160")
+    run(compose_config(*SHORT, *args), tmp_path / "one")  # this process has one device
+    two = cli(tmp_path / "two", *args, devices=2)
+    assert two.returncode == 0, two.stderr[-3000:]
     s1 = json.loads((tmp_path / "one" / "summary.json").read_text())
     s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert (s1["devices"], s2["devices"]) == (1, 2)
-    assert s1["fresh_examples"] == s2["fresh_examples"] == 20 * 32
+    assert s1["fresh_examples"] == s2["fresh_examples"] == 20 * 16
     a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
-    assert [r["fresh_examples"] for r in a] == [r["fresh_examples"] for r in b] == [320, 640]
+    assert [r["fresh_examples"] for r in a] == [r["fresh_examples"] for r in b] == [160, 320]
     for x, y in zip(a, b):
-        np.testing.assert_allclose([x["train_loss"], x["loss"], x["accuracy"]],
-                                   [y["train_loss"], y["loss"], y["accuracy"]], rtol=1e-4)
+        # Losses are sums of thousands of terms: another summation order moves them by ~1e-6 relative.
+        np.testing.assert_allclose([x["train_loss"], x["loss"]], [y["train_loss"], y["loss"]], rtol=1e-4)
+        # Accuracy counts examples: one near the decision boundary may flip, so allow a few of the 512.
+        assert abs(x["accuracy"] - y["accuracy"]) <= 3 / 512
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(tmp_path):
-    whole = cli(tmp_path / "whole", "trainer.checkpoint_every_steps=10")
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    proc = cli(tmp_path / "killed", "trainer.checkpoint_every_steps=10", start_new_session=True)
+    # Records read through emulated storage (2 ms each): 200 steps take seconds, time enough to kill the run.
+    args = ("trainer.checkpoint_every_steps=40", "trainer.max_steps=200", "storage=emulated", "storage.latency_ms=2")
+    run(compose_config(*SHORT, *args), tmp_path / "whole")
+    proc = cli(tmp_path / "killed", *args, start_new_session=True)
     deadline = time.time() + 300
-    data = tmp_path / "killed" / "checkpoints" / "data"
+    saved = tmp_path / "killed" / "checkpoints"
     while time.time() < deadline and proc.poll() is None:
-        if any(int(p.parent.name) >= 20 for p in data.glob("*/loop.json")):
+        if any(p.name.isdigit() and int(p.name) >= 40 for p in saved.glob("*")):
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "killed" / "summary.json").exists(), "the run finished before it could be killed"
-    resumed = cli(tmp_path / "killed", "trainer.checkpoint_every_steps=10")
+    resumed = cli(tmp_path / "killed", *args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed" in resumed.stdout + resumed.stderr
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
     b = json.loads((tmp_path / "killed" / "summary.json").read_text())
-    assert (a["steps"], a["fresh_examples"]) == (b["steps"], b["fresh_examples"]) == (60, 60 * 32)
+    assert (a["steps"], a["fresh_examples"]) == (b["steps"], b["fresh_examples"]) == (200, 200 * 16)
     assert rows(tmp_path / "whole") == rows(tmp_path / "killed")  # the same batches, losses and metrics
 
 
@@ -99,7 +102,7 @@ def loopback_service():
         server.terminate()
     for server in servers:
         try:
-            server.wait(timeout=30)
+            server.wait(timeout=5)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
@@ -108,31 +111,32 @@ def loopback_service():
 @pytest.mark.parametrize("echo_args", [["echo=before_augmentation"], ["echo=after_augmentation"],
                                        ["echo=after_batching"], ["echo.factor=1"]])
 def test_a_tf_data_service_delivers_the_local_stream_with_exact_fresh_counts(loopback_service, data_dir, echo_args):
-    cfg = compose_config(*SHORT, *echo_args, f"data.service={loopback_service}", "trainer.checkpoint_every_steps=0")
+    cfg = compose_config(*SHORT, *echo_args, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0")
     workload = make(cfg.workload, data_dir)
-    local = workload.train_batches(cfg.echo, cfg.seed).take(12).as_numpy_iterator()
-    remote = workload.train_batches(cfg.echo, cfg.seed, Feed(service=cfg.data.service)).take(12).as_numpy_iterator()
+    local_cfg = compose_config(*SHORT, *echo_args)
+    local = stream.build(workload, local_cfg).take(12).as_numpy_iterator()
+    remote = stream.build(workload, cfg).take(12).as_numpy_iterator()
     local_fresh, remote_fresh = FreshCounter(), FreshCounter()
     for a, b in zip(local, remote, strict=True):
         np.testing.assert_array_equal(a["image"], b["image"])
         np.testing.assert_array_equal(a["label"], b["label"])
         assert local_fresh.update(a["read_id"]) == remote_fresh.update(b["read_id"])
     factor = float(cfg.echo.factor)
-    assert remote_fresh.count == 12 * 32 * (2 if factor == 1 else 1)  # batch 64 at factor 1, 32 fresh a step at 2
+    assert remote_fresh.count == 12 * 16 * (2 if factor == 1 else 1)  # batch 32 at factor 1, 16 fresh a step at 2
 
 
 def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopback_service, tmp_path):
-    summary = run(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_steps=0"),
+    summary = run(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0"),
                   tmp_path / "service")
-    local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_steps=0"), tmp_path / "local")
-    assert summary["fresh_examples"] == local_summary["fresh_examples"] == 60 * 32
+    local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_seconds=0"), tmp_path / "local")
+    assert summary["fresh_examples"] == local_summary["fresh_examples"] == 60 * 16
     assert rows(tmp_path / "service") == rows(tmp_path / "local")
 
 
 def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     cfg = compose_config(*SHORT)
     workload = make(cfg.workload, data_dir)
-    batch = next(workload.train_batches(cfg.echo, cfg.seed).as_numpy_iterator())
+    batch = next(stream.build(workload, cfg).as_numpy_iterator())
     batch.pop("read_id")
     import optax
 
@@ -153,13 +157,13 @@ def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     (["trainer.precision=float16"],
      "trainer.precision=float16 is not allowed: one of float32, bfloat16 (bfloat16 compute, float32 parameters)"),
     (["trainer.checkpoint_every_steps=-1"],
-     "trainer.checkpoint_every_steps=-1 is not allowed: an integer >= 0 (0 = no checkpoints)"),
+     "trainer.checkpoint_every_steps=-1 is not allowed: an integer >= 0 (0 = not by step count)"),
     (["data.service=localhost:5000"],
      "data.service=localhost:5000 is not allowed: null or a tf.data service address grpc://host:port"),
     (["data.service=grpc://localhost:5000"],
-     "trainer.checkpoint_every_steps=500 is not allowed: 0 with data.service (the service's workers hold the "
+     "trainer.checkpoint_every_seconds=600 is not allowed: 0 with data.service (the service's workers hold the "
      "input's state, which no checkpoint can save)"),
-    (["data.service=grpc://localhost:5000", "trainer.checkpoint_every_steps=0", "storage=http"],
+    (["data.service=grpc://localhost:5000", "trainer.checkpoint_every_seconds=0", "storage=http"],
      "storage.kind=http is not allowed: local with data.service (the service reads the data)"),
 ])
 def test_bad_scale_configs_give_one_line(argv, message):

@@ -9,10 +9,10 @@ import pytest
 from conftest import compose_config
 from echo_experiments.data import sources
 from echo_experiments.data.storage import LoopbackServer, emulated, http_records, read_cost_s
-from echo_experiments.preflight import check_command_line
+from echo_experiments.cli import check_command_line
 from echo_experiments.runs import RunDir
 from echo_experiments.train import run
-from test_train import FAST
+from conftest import FAST
 
 
 def test_read_cost_is_latency_plus_transfer():
@@ -49,11 +49,11 @@ def test_emulated_store_keeps_records_and_order(data_dir):
 def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, storage):
     summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
                                  "echo=before_augmentation", "trainer.max_steps=20",
-                                 "trainer.eval_every_fresh_examples=320", "workload.target.value=0.99",
+                                 "trainer.eval_every_fresh_examples=160", "workload.target.value=0.99",
                                  "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path)
     assert summary["status"] == "not_reached" and summary["steps"] == 20
-    assert summary["fresh_examples"] == 20 * 32  # e=2 before augmentation: 32 fresh per batch of 64
-    assert [r["fresh_examples"] for r in RunDir(tmp_path).metrics()] == [320, 640]
+    assert summary["fresh_examples"] == 20 * 16  # e=2 before augmentation: 16 fresh per batch of 32
+    assert [r["fresh_examples"] for r in RunDir(tmp_path).metrics()] == [160, 320]
     assert summary["upstream_s_per_batch"] > 0 and summary["downstream_s_per_step"] > 0
 
 

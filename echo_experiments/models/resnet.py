@@ -10,7 +10,6 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from echo_experiments.config import ConfigError
 
 
 class BasicBlock(nn.Module):
@@ -82,20 +81,8 @@ class ImageNetResNet(nn.Module):
         return nn.Dense(self.num_classes)(jnp.mean(x, axis=(1, 2)))
 
 
-ARCHS = ("resnet_cifar", "resnet50")
-
-
-def build(model_cfg: dict[str, Any], num_classes: int) -> nn.Module:
-    """The model a workload's ``model`` mapping describes; ConfigError names a bad key."""
-    arch = model_cfg.get("arch")
-    width = model_cfg.get("width", 16 if arch == "resnet_cifar" else 64)
-    if not isinstance(width, int) or width < 1:
-        raise ConfigError("workload.model.width", width, "an integer >= 1")
-    if arch == "resnet_cifar":
-        depth = model_cfg.get("depth", 32)
-        if not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
-            raise ConfigError("workload.model.depth", depth, "6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)")
-        return CifarResNet(depth=depth, width=width, num_classes=num_classes)
-    if arch == "resnet50":
-        return ImageNetResNet(num_classes=num_classes, width=width)
-    raise ConfigError("workload.model.arch", arch, "one of " + ", ".join(ARCHS))
+def build(model_cfg: Any, num_classes: int) -> nn.Module:
+    """The model a workload's ``model`` config (config.ResNetConfig, validated) describes."""
+    if model_cfg.arch == "resnet_cifar":
+        return CifarResNet(depth=model_cfg.depth, width=model_cfg.width or 16, num_classes=num_classes)
+    return ImageNetResNet(num_classes=num_classes, width=model_cfg.width or 64)

@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from echo_experiments.config import ConfigError
 from echo_experiments.models.resnet import BasicBlock
 
 VARIANCES = (0.1, 0.2)  # SSD's scaling of centre and size offsets
@@ -165,23 +164,7 @@ class SSD(nn.Module):
         return sizes[-self.levels:]
 
 
-def build(model_cfg: dict[str, Any], num_classes: int) -> SSD:
-    """The detector a workload's ``model`` mapping describes; ConfigError names a bad key."""
-    known = ("arch", "stage_sizes", "width", "levels", "stem_stride")
-    for key in model_cfg:
-        if key not in known:
-            raise ConfigError.unknown_key(f"workload.model.{key}", list(known))
-    if model_cfg.get("arch") != "ssd":
-        raise ConfigError("workload.model.arch", model_cfg.get("arch"), "ssd")
-    stages = list(model_cfg.get("stage_sizes", (1, 1, 1, 1)))
-    if not stages or not all(isinstance(n, int) and n >= 1 for n in stages):
-        raise ConfigError("workload.model.stage_sizes", stages, "a list of integers >= 1 (blocks per stage)")
-    for key, default in (("width", 16), ("levels", 3), ("stem_stride", 2)):
-        value = model_cfg.get(key, default)
-        if not (isinstance(value, int) and value >= 1):
-            raise ConfigError(f"workload.model.{key}", value, "an integer >= 1")
-    levels = model_cfg.get("levels", 3)
-    if levels > len(stages):
-        raise ConfigError("workload.model.levels", levels, f"an integer from 1 to {len(stages)} (the stages)")
-    return SSD(num_classes=num_classes, stage_sizes=tuple(stages), width=model_cfg.get("width", 16),
-               levels=levels, stem_stride=model_cfg.get("stem_stride", 2))
+def build(model_cfg: Any, num_classes: int) -> SSD:
+    """The detector a workload's ``model`` config (config.SSDConfig, validated) describes."""
+    return SSD(num_classes=num_classes, stage_sizes=tuple(model_cfg.stage_sizes), width=model_cfg.width,
+               levels=model_cfg.levels, stem_stride=model_cfg.stem_stride)

@@ -10,7 +10,6 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from echo_experiments.config import ConfigError
 
 
 def rotary(x: jnp.ndarray) -> jnp.ndarray:
@@ -82,30 +81,9 @@ class TransformerLM(nn.Module):
         return embed.attend(x) if self.tie_embeddings else nn.Dense(self.vocab_size, use_bias=False)(x)
 
 
-def build(model_cfg: dict[str, Any], vocab_size: int, max_len: int) -> TransformerLM:
-    """The model a workload's ``model`` mapping describes; ConfigError names a bad key."""
-    known = ("arch", "d_model", "num_layers", "num_heads", "mlp_dim", "dropout", "positions", "tie_embeddings")
-    for key in model_cfg:
-        if key not in known:
-            raise ConfigError.unknown_key(f"workload.model.{key}", list(known))
-    if model_cfg.get("arch") != "transformer":
-        raise ConfigError("workload.model.arch", model_cfg.get("arch"), "transformer")
-    ints = {k: model_cfg.get(k, d) for k, d in (("d_model", 512), ("num_layers", 6), ("num_heads", 8),
-                                               ("mlp_dim", 2048))}
-    for key, value in ints.items():
-        if not (isinstance(value, int) and value >= 1):
-            raise ConfigError(f"workload.model.{key}", value, "an integer >= 1")
-    if ints["d_model"] % ints["num_heads"] or (ints["d_model"] // ints["num_heads"]) % 2:
-        raise ConfigError("workload.model.num_heads", ints["num_heads"],
-                          f"a divisor of d_model={ints['d_model']} leaving an even head size")
-    dropout = model_cfg.get("dropout", 0.1)
-    if not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
-        raise ConfigError("workload.model.dropout", dropout, "a real number in [0, 1)")
-    positions = model_cfg.get("positions", "learned")
-    if positions not in ("learned", "rotary"):
-        raise ConfigError("workload.model.positions", positions, "one of learned, rotary")
-    tie = model_cfg.get("tie_embeddings", True)
-    if not isinstance(tie, bool):
-        raise ConfigError("workload.model.tie_embeddings", tie, "true or false")
-    return TransformerLM(vocab_size=vocab_size, max_len=max_len, dropout=float(dropout), positions=positions,
-                         tie_embeddings=tie, **ints)
+def build(model_cfg: Any, vocab_size: int, max_len: int) -> TransformerLM:
+    """The model a workload's ``model`` config (config.TransformerConfig, validated) describes."""
+    return TransformerLM(vocab_size=vocab_size, max_len=max_len, d_model=model_cfg.d_model,
+                         num_layers=model_cfg.num_layers, num_heads=model_cfg.num_heads, mlp_dim=model_cfg.mlp_dim,
+                         dropout=float(model_cfg.dropout), positions=model_cfg.positions,
+                         tie_embeddings=bool(model_cfg.tie_embeddings))

@@ -1,7 +1,10 @@
 """Task registry: a workload config's ``task`` names the class that implements it."""
 
 import importlib
+from pathlib import Path
 from typing import Any
+
+import jax.numpy as jnp
 
 from echo_experiments.config import ConfigError
 from echo_experiments.workloads.base import Target, Workload
@@ -12,7 +15,7 @@ TASKS = {
     "detection": "echo_experiments.workloads.detection:Detection",
 }
 
-__all__ = ["TASKS", "Target", "Workload", "check_config", "make", "task_class", "task_placements"]
+__all__ = ["TASKS", "Target", "Workload", "make", "task_class"]
 
 
 def task_class(task: str) -> type[Workload]:
@@ -22,19 +25,6 @@ def task_class(task: str) -> type[Workload]:
     return getattr(importlib.import_module(module), name)
 
 
-def task_placements(task: str) -> tuple[str, ...]:
-    return task_class(task).placements
-
-
-def make(cfg: Any, data_dir) -> Workload:
-    """The workload a ``workload`` config describes, with its data opened (DataMissing if absent)."""
-    return task_class(cfg.task)(cfg, data_dir)
-
-
-def check_config(cfg: Any) -> None:
-    """Raise ConfigError for the first value of a composed config that is not allowed."""
-    from echo_experiments.config import validate
-
-    cls = task_class(cfg.workload.task)
-    validate(cfg, cls.placements)
-    cls.check(cfg.workload)
+def make(cfg: Any, data_dir: Path, compute_dtype: Any = jnp.float32) -> Workload:
+    """The workload a (validated) ``workload`` config describes, with its data opened (DataMissing if absent)."""
+    return task_class(cfg.task)(cfg, data_dir, compute_dtype)

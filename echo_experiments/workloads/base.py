@@ -1,18 +1,25 @@
-"""What a workload is: its data recipe, model, loss, evaluation and target (AlgoPerf's shape).
+"""What a workload is (AlgoPerf's shape): its data recipe, model, loss, evaluation and target.
 
-The trainer and the reporter only talk to this interface; nothing outside a workload special-cases one.
+A workload declares; it does not assemble. data/stream.py builds its training stream from the hooks below
+(``examples``, ``decode``, ``augment``/``augment_chunk``), echo stage and shuffles included, and train.py
+trains it; the evaluation loop and the loading of its sources are here, once. Nothing outside a workload
+special-cases one.
 """
 
 import abc
+import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 import tensorflow as tf
 
-from echo_experiments.data.pipeline import Feed
+from echo_experiments.config import WorkloadConfig
+from echo_experiments.data import sources, stream
+
+Example = dict[str, tf.Tensor]
 
 
 @dataclass(frozen=True)
@@ -34,27 +41,53 @@ class Target:
 
 
 class Workload(abc.ABC):
-    """One task on one data set, configured by a ``workload`` config."""
+    """One task on one data set, configured by a ``workload`` config of the task's schema."""
 
-    #: The echo placements this workload's pipeline has a stage for.
-    placements: tuple[str, ...] = ()
+    #: The schema of this task's ``workload`` config (its YAML starts from it: /workload_schema@workload). It
+    #: declares the metrics ``evaluate`` returns, the data sets the task knows and whether it augments.
+    config_class: ClassVar[type] = WorkloadConfig
+    #: Whether ``augment_chunk`` (same-shape examples a chunk at a time) is used instead of ``augment``.
+    augments_in_chunks: bool = False
 
-    def __init__(self, cfg: Any, data_dir: Path):
+    def __init__(self, cfg: Any, data_dir: Path, compute_dtype: Any = jnp.float32):
         self.cfg = cfg
-        self.data_dir = data_dir
+        self.data_dir = Path(data_dir)
+        #: The dtype the model computes in (bfloat16 under mixed precision); inputs are cast to it.
+        self.compute_dtype = compute_dtype
         self.target = Target(cfg.target.metric, float(cfg.target.value), cfg.target.mode)
+        self.train_source = sources.load(cfg.dataset, cfg.train_split, self.data_dir)
+        self.eval_source = sources.load(cfg.dataset, cfg.eval_split, self.data_dir)
+        self._eval_step = jax.jit(self.eval_outputs)
 
-    @classmethod
+    @property
+    def augments(self) -> bool:
+        """Whether the pipeline has an augmentation stage (``augment`` or ``augment_chunk``)."""
+        return self.config_class.augments
+
+    def has_reached_target(self, metrics: Mapping[str, float]) -> bool:
+        return self.target.reached(metrics)
+
+    # --- the data recipe (read by data/stream.py) -------------------------------------------------------
+
+    def examples(self, records: tf.data.Dataset, seed: int) -> tf.data.Dataset:
+        """One epoch of training examples from one epoch of records, before read ids are given (the LM packs
+        documents into sequences here, so a sequence is an example). Most workloads: the records."""
+        del seed
+        return records
+
     @abc.abstractmethod
-    def check(cls, cfg: Any) -> None:
-        """Raise ConfigError for a task-specific value that is not allowed (without touching data)."""
+    def decode(self, example: Example) -> Example:
+        """The upstream work before the first echo point (image decoding); keeps ``read_id``."""
 
-    #: The dtype the model computes in (bfloat16 under mixed precision); inputs are cast to it.
-    compute_dtype: Any = jnp.float32
+    def augment(self, example: Example, seed: tf.Tensor) -> Example:
+        """One example's random augmentation from a stateless seed of shape [2] (when ``augments``)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
-        """The endless training stream: batches of model inputs plus ``read_id``, from ``feed``."""
+    def augment_chunk(self, examples: Example, seed: tf.Tensor) -> Example:
+        """``augment`` for a chunk of same-shape examples at once, each with its own draw."""
+        raise NotImplementedError
+
+    # --- model and loss -----------------------------------------------------------------------------------
 
     @abc.abstractmethod
     def init(self, rng: jax.Array) -> tuple[Any, Any]:
@@ -65,6 +98,38 @@ class Workload(abc.ABC):
              rng: jax.Array) -> tuple[jax.Array, Any]:
         """Mean training loss of a batch and the new model_state (traced inside the jitted train step)."""
 
+    # --- evaluation -----------------------------------------------------------------------------------------
+
     @abc.abstractmethod
+    def eval_examples(self) -> tf.data.Dataset:
+        """The held-out examples, preprocessed for the model, one at a time in a fixed order."""
+
+    @property
+    def eval_count(self) -> Optional[int]:
+        """How many held-out examples there are, when known (it decides whether they stay in memory)."""
+        return self.eval_source.num_examples
+
+    @abc.abstractmethod
+    def eval_outputs(self, params: Any, model_state: Any, batch: Mapping[str, jax.Array]) -> Any:
+        """What one padded evaluation batch contributes (jitted; ``batch['mask']`` marks real examples)."""
+
+    def eval_accumulate(self, totals: Any, outputs: Any, batch: Mapping[str, Any]) -> Any:
+        """Fold one batch's outputs into the running totals; by default they are sums."""
+        del batch
+        return outputs if totals is None else jax.tree.map(jnp.add, totals, outputs)
+
+    @abc.abstractmethod
+    def eval_metrics(self, totals: Any) -> dict[str, float]:
+        """The metrics (``metrics``) from the totals of the whole held-out set, as eval_accumulate left them."""
+
+    @functools.cached_property
+    def eval_batches(self) -> tf.data.Dataset:
+        return stream.eval_batches(self.eval_examples(), self.cfg.eval_batch_size, limit=self.cfg.eval_examples,
+                                   count=self.eval_count)
+
     def evaluate(self, params: Any, model_state: Any) -> dict[str, float]:
         """Metrics on the held-out split; the target's metric among them."""
+        totals = None
+        for batch in stream.padded(self.eval_batches, self.cfg.eval_batch_size):
+            totals = self.eval_accumulate(totals, self._eval_step(params, model_state, batch), batch)
+        return self.eval_metrics(totals)

@@ -15,15 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from echo_experiments import mean_ap
-from echo_experiments.config import ConfigError
-from echo_experiments.data import sources
-from echo_experiments.data.pipeline import Feed, Stages, cached_if_small, eval_pipeline, padded, train_pipeline
+from echo_experiments.config import DetectionConfig
 from echo_experiments.models import ssd
 from echo_experiments.workloads.base import Workload
 
-DATASETS = ("fashion_mnist_detection", "coco/2017")
-AUGMENT_KEYS = ("random_crop", "flip", "photometric")
-DETECTION_KEYS = {"image_size": 300, "max_boxes": 100, "score_threshold": 0.05, "max_detections": 100}
 # The fractions of some box a random crop must cover, drawn uniformly; 0 = keep the whole image (SSD's set).
 MIN_COVERED = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9)
 NORMALIZATION = {"fashion_mnist_detection": ((0.5,), (0.25,)),
@@ -31,42 +26,17 @@ NORMALIZATION = {"fashion_mnist_detection": ((0.5,), (0.25,)),
 
 
 class Detection(Workload):
-    placements = ("none", "before_augmentation", "after_augmentation", "before_batching", "after_batching")
+    config_class = DetectionConfig
 
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        if cfg.dataset not in DATASETS:
-            raise ConfigError("workload.dataset", cfg.dataset, "one of " + ", ".join(DATASETS))
-        for key in cfg.augment:
-            if key not in AUGMENT_KEYS:
-                raise ConfigError.unknown_key(f"workload.augment.{key}", list(AUGMENT_KEYS))
-            if not isinstance(cfg.augment[key], bool):
-                raise ConfigError(f"workload.augment.{key}", cfg.augment[key], "true or false")
-        for key in cfg.detection:
-            if key not in DETECTION_KEYS:
-                raise ConfigError.unknown_key(f"workload.detection.{key}", list(DETECTION_KEYS))
-        d = {**DETECTION_KEYS, **cfg.detection}
-        for key in ("image_size", "max_boxes", "max_detections"):
-            if not (isinstance(d[key], int) and d[key] >= 1):
-                raise ConfigError(f"workload.detection.{key}", d[key], "an integer >= 1")
-        if not (isinstance(d["score_threshold"], (int, float)) and 0 <= d["score_threshold"] < 1):
-            raise ConfigError("workload.detection.score_threshold", d["score_threshold"], "a real number in [0, 1)")
-        if cfg.target.metric not in ("map", "map50"):
-            raise ConfigError("workload.target.metric", cfg.target.metric, "one of map, map50")
-        ssd.build(cfg.model, num_classes=1)
-
-    def __init__(self, cfg: Any, data_dir):
-        super().__init__(cfg, data_dir)
-        self.check(cfg)
-        d = {**DETECTION_KEYS, **cfg.detection}
+    def __init__(self, cfg: Any, data_dir, compute_dtype: Any = jnp.float32):
+        super().__init__(cfg, data_dir, compute_dtype)
+        d = cfg.detection
         # Plain values: the stage functions are traced by tf.data and must not read the config object.
-        self.image_size, self.max_boxes = int(d["image_size"]), int(d["max_boxes"])
-        self.score_threshold, self.max_detections = float(d["score_threshold"]), int(d["max_detections"])
-        self.random_crop = bool(cfg.augment.get("random_crop", False))
-        self.flip = bool(cfg.augment.get("flip", False))
-        self.photometric = bool(cfg.augment.get("photometric", False))
-        self.train_source = sources.load(cfg.dataset, cfg.train_split, data_dir)
-        self.eval_source = sources.load(cfg.dataset, cfg.eval_split, data_dir)
+        self.image_size, self.max_boxes = int(d.image_size), int(d.max_boxes)
+        self.score_threshold, self.max_detections = float(d.score_threshold), int(d.max_detections)
+        self.random_crop = bool(cfg.augment.random_crop)
+        self.flip = bool(cfg.augment.flip)
+        self.photometric = bool(cfg.augment.photometric)
         features = self.train_source.builder.info.features
         self.num_classes = features["objects"]["label"].num_classes
         self.channels = features["image"].shape[-1]
@@ -74,18 +44,8 @@ class Detection(Workload):
         self.anchors = jnp.asarray(ssd.anchors(self.model.feature_sizes(self.image_size)))
         mean, std = NORMALIZATION[cfg.dataset]
         self._mean, self._std = np.asarray(mean, np.float32) * 255, np.asarray(std, np.float32) * 255
-        self._predict = jax.jit(self._predictions)
-        batches = eval_pipeline(self.eval_source.decoded(), self._eval_example, batch_size=cfg.eval_batch_size,
-                                limit=cfg.eval_examples)
-        self._eval_batches = cached_if_small(batches, cfg.eval_examples or self.eval_source.num_examples,
-                                             self.image_size ** 2 * self.channels)
 
     # --- input pipeline -------------------------------------------------------------------------------
-
-    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if feed.records is None else feed.records
-        return train_pipeline(records, Stages(self.decode, self.augment), batch_size=self.cfg.batch_size,
-                              shuffle_buffer=self.cfg.shuffle_buffer, echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
 
     def _boxes(self, objects: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Boxes and labels padded (or cut) to max_boxes, crowd regions left out."""
@@ -124,9 +84,12 @@ class Detection(Workload):
         image.set_shape([self.image_size, self.image_size, self.channels])
         return image
 
-    def _eval_example(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        image = tf.image.resize(record["image"], (self.image_size, self.image_size))
-        return {"image": self._to_input(image), **self._boxes(record["objects"])}
+    def eval_examples(self) -> tf.data.Dataset:
+        def example(record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+            image = tf.image.resize(record["image"], (self.image_size, self.image_size))
+            return {"image": self._to_input(image), **self._boxes(record["objects"])}
+
+        return self.eval_source.decoded().map(example, num_parallel_calls=tf.data.AUTOTUNE)
 
     # --- model, loss, evaluation ----------------------------------------------------------------------
 
@@ -147,21 +110,25 @@ class Detection(Workload):
                          batch["box_mask"] > 0, self.anchors)
         return value, new_state
 
-    def _predictions(self, params, model_state, image):
-        box_pred, logits = self.model.apply({"params": params, **model_state}, self._normalize(image), train=False)
+    def eval_outputs(self, params, model_state, batch):
+        box_pred, logits = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]),
+                                            train=False)
         return jnp.clip(ssd.decode(box_pred, self.anchors), 0.0, 1.0), jax.nn.softmax(logits)[..., 1:]
 
-    def evaluate(self, params, model_state) -> dict[str, float]:
-        found = mean_ap.Detections(self.num_classes)
-        for batch in padded(self._eval_batches, self.cfg.eval_batch_size):
-            boxes, scores = jax.device_get(self._predict(params, model_state, batch["image"]))
-            nms = tf.image.combined_non_max_suppression(
-                boxes[:, :, None, :], scores, max_output_size_per_class=self.max_detections,
-                max_total_size=self.max_detections, iou_threshold=0.5, score_threshold=self.score_threshold)
-            for i in np.flatnonzero(batch["mask"]):
-                n, truth = int(nms.valid_detections[i]), batch["box_mask"][i] > 0
-                found.add(batch["boxes"][i][truth], batch["labels"][i][truth], nms.nmsed_boxes[i][:n].numpy(),
-                          nms.nmsed_classes[i][:n].numpy(), nms.nmsed_scores[i][:n].numpy())
+    def eval_accumulate(self, found, outputs, batch):
+        """Non-maximum suppression on the host, then the batch's detections into pycocotools' tally."""
+        found = found or mean_ap.Detections(self.num_classes)
+        boxes, scores = jax.device_get(outputs)
+        nms = tf.image.combined_non_max_suppression(
+            boxes[:, :, None, :], scores, max_output_size_per_class=self.max_detections,
+            max_total_size=self.max_detections, iou_threshold=0.5, score_threshold=self.score_threshold)
+        for i in np.flatnonzero(batch["mask"]):
+            n, truth = int(nms.valid_detections[i]), batch["box_mask"][i] > 0
+            found.add(batch["boxes"][i][truth], batch["labels"][i][truth], nms.nmsed_boxes[i][:n].numpy(),
+                      nms.nmsed_classes[i][:n].numpy(), nms.nmsed_scores[i][:n].numpy())
+        return found
+
+    def eval_metrics(self, found) -> dict[str, float]:
         return found.mean_ap()
 
 

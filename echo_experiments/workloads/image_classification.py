@@ -13,9 +13,7 @@ import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.config import ConfigError
-from echo_experiments.data import sources
-from echo_experiments.data.pipeline import Feed, Stages, cached_if_small, eval_pipeline, padded, train_pipeline
+from echo_experiments.config import ImageClassificationConfig
 from echo_experiments.models import resnet
 from echo_experiments.workloads.base import Workload
 
@@ -24,68 +22,34 @@ NORMALIZATION = {
     "fashion_mnist": ((0.2860,), (0.3530,)),
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "imagenet2012": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "synthetic_images": ((0.5,), (0.25,)),
 }
-AUGMENT_KEYS = ("crop_padding", "flip", "image_size", "random_resized_crop")
 
 
 class ImageClassification(Workload):
-    placements = ("none", "before_augmentation", "after_augmentation", "before_batching", "after_batching")
+    config_class = ImageClassificationConfig
 
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        if cfg.dataset not in NORMALIZATION:
-            raise ConfigError("workload.dataset", cfg.dataset, "one of " + ", ".join(NORMALIZATION))
-        for key in cfg.augment:
-            if key not in AUGMENT_KEYS:
-                raise ConfigError.unknown_key(f"workload.augment.{key}", list(AUGMENT_KEYS))
-        aug = cfg.augment
-        if not (isinstance(aug.get("crop_padding", 0), int) and aug.get("crop_padding", 0) >= 0):
-            raise ConfigError("workload.augment.crop_padding", aug.get("crop_padding"), "an integer >= 0")
-        for flag in ("flip", "random_resized_crop"):
-            if not isinstance(aug.get(flag, False), bool):
-                raise ConfigError(f"workload.augment.{flag}", aug.get(flag), "true or false")
-        size = aug.get("image_size")
-        if size is not None and not (isinstance(size, int) and size >= 8):
-            raise ConfigError("workload.augment.image_size", size, "null or an integer >= 8")
-        if cfg.target.metric not in ("accuracy", "loss"):
-            raise ConfigError("workload.target.metric", cfg.target.metric, "one of accuracy, loss")
-        resnet.build(cfg.model, num_classes=10)
-
-    def __init__(self, cfg: Any, data_dir):
-        super().__init__(cfg, data_dir)
-        self.check(cfg)
-        self.train_source = sources.load(cfg.dataset, cfg.train_split, data_dir)
-        self.eval_source = sources.load(cfg.dataset, cfg.eval_split, data_dir)
+    def __init__(self, cfg: Any, data_dir, compute_dtype: Any = jnp.float32):
+        super().__init__(cfg, data_dir, compute_dtype)
         self.num_classes = self.train_source.num_classes
         self.model = resnet.build(cfg.model, self.num_classes)
         stored = self.train_source.builder.info.features["image"].shape
         self.channels = stored[-1]
         self.stored_shape = stored if None not in stored else None
         # Plain values: the stage functions are traced by tf.data and must not read the config object.
-        self.image_size = cfg.augment.get("image_size")
-        self.crop_padding = int(cfg.augment.get("crop_padding", 0))
-        self.flip = bool(cfg.augment.get("flip", False))
-        self.random_resized_crop = bool(cfg.augment.get("random_resized_crop", False))
+        aug = cfg.augment
+        self.image_size = aug.image_size
+        self.crop_padding = int(aug.crop_padding)
+        self.flip = bool(aug.flip)
+        self.random_resized_crop = bool(aug.random_resized_crop)
         self.image_shape = (self.image_size, self.image_size, self.channels) if self.image_size else tuple(stored)
+        # Images of one stored size are augmented a chunk at a time; ImageNet's vary, so one at a time.
+        self.augments_in_chunks = self.stored_shape is not None and not self.image_size
         mean, std = NORMALIZATION[cfg.dataset]
         self._mean = np.asarray(mean, np.float32) * 255
         self._std = np.asarray(std, np.float32) * 255
-        self._eval_step = jax.jit(self._eval_sums)
-        self._eval_batches = self._eval_dataset()
 
     # --- input pipeline -------------------------------------------------------------------------------
-
-    def stages(self) -> Stages:
-        """Images of one stored size are augmented a chunk at a time; ImageNet's vary, so one at a time."""
-        if self.stored_shape and not self.image_size:
-            return Stages(self.decode, augment_chunk=self.augment_chunk)
-        return Stages(self.decode, augment=self.augment)
-
-    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if feed.records is None else feed.records
-        return train_pipeline(records, self.stages(),
-                              batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
-                              echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
 
     def decode(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         image = tf.io.decode_image(record["image"], channels=self.channels, expand_animations=False)
@@ -126,17 +90,11 @@ class ImageClassification(Workload):
             images = tf.where(flip[:, None, None, None], tf.reverse(images, axis=[2]), images)
         return {**examples, "image": images}
 
-    def _eval_dataset(self) -> tf.data.Dataset:
+    def eval_examples(self) -> tf.data.Dataset:
         size = self.image_size
         preprocess = lambda x: {"image": _center_crop(x["image"], size) if size else x["image"],  # noqa: E731
                                 "label": x["label"]}
-        batches = eval_pipeline(self.eval_source.decoded(), preprocess, batch_size=self.cfg.eval_batch_size,
-                                limit=self.cfg.eval_examples)
-        shape = (size, size, self.channels) if size else self.stored_shape
-        if shape is None:
-            return batches
-        return cached_if_small(batches, self.cfg.eval_examples or self.eval_source.num_examples,
-                               int(np.prod(shape)))
+        return self.eval_source.decoded().map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
 
     # --- model, loss, evaluation ----------------------------------------------------------------------
 
@@ -154,18 +112,14 @@ class ImageClassification(Workload):
         labels = optax.smooth_labels(jax.nn.one_hot(batch["label"], self.num_classes), self.cfg.label_smoothing)
         return optax.softmax_cross_entropy(logits.astype(jnp.float32), labels).mean(), new_state
 
-    def _eval_sums(self, params, model_state, batch):
+    def eval_outputs(self, params, model_state, batch):
         logits = self.model.apply({"params": params, **model_state}, self._normalize(batch["image"]), train=False)
         mask = batch["mask"]
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
         return {"correct": jnp.sum((jnp.argmax(logits, -1) == batch["label"]) * mask),
                 "loss": jnp.sum(losses * mask), "count": jnp.sum(mask)}
 
-    def evaluate(self, params, model_state) -> dict[str, float]:
-        totals = None
-        for batch in padded(self._eval_batches, self.cfg.eval_batch_size):
-            sums = self._eval_step(params, model_state, batch)
-            totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    def eval_metrics(self, totals) -> dict[str, float]:
         totals = jax.device_get(totals)
         count = float(totals["count"])
         return {"accuracy": float(totals["correct"]) / count, "loss": float(totals["loss"]) / count}

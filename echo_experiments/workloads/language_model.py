@@ -12,60 +12,37 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.config import ConfigError
-from echo_experiments.data import sources
+from echo_experiments.config import LanguageModelConfig
 from echo_experiments.data.packing import pack
-from echo_experiments.data.pipeline import Feed, Stages, padded, stage_seed, train_pipeline
+from echo_experiments.data.stream import stage_seed
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
 from echo_experiments.models import transformer
 from echo_experiments.workloads.base import Workload
 
-TEXT_KEYS = {"seq_len": 128, "tokenizer": "byte", "vocab_size": 8000, "pack_docs": 64, "doc_shuffle_buffer": 1024}
-
 
 class LanguageModel(Workload):
-    placements = ("none", "before_batching", "after_batching")
+    config_class = LanguageModelConfig
 
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        for key in cfg.text:
-            if key not in TEXT_KEYS:
-                raise ConfigError.unknown_key(f"workload.text.{key}", list(TEXT_KEYS))
-        text = {**TEXT_KEYS, **cfg.text}
-        for key in ("seq_len", "vocab_size", "pack_docs", "doc_shuffle_buffer"):
-            minimum = 8 if key == "seq_len" else 1
-            if not (isinstance(text[key], int) and text[key] >= minimum):
-                raise ConfigError(f"workload.text.{key}", text[key], f"an integer >= {minimum}")
-        if text["tokenizer"] not in ("byte", "sentencepiece"):
-            raise ConfigError("workload.text.tokenizer", text["tokenizer"], "one of byte, sentencepiece")
-        if cfg.target.metric not in ("loss", "accuracy"):
-            raise ConfigError("workload.target.metric", cfg.target.metric, "one of loss, accuracy")
-        transformer.build(cfg.model, vocab_size=8, max_len=text["seq_len"])
-
-    def __init__(self, cfg: Any, data_dir: Path):
-        super().__init__(cfg, data_dir)
-        self.check(cfg)
-        text = {**TEXT_KEYS, **cfg.text}
+    def __init__(self, cfg: Any, data_dir: Path, compute_dtype: Any = jnp.float32):
+        super().__init__(cfg, data_dir, compute_dtype)
+        text = cfg.text
         # Plain values: the stage functions are traced by tf.data and must not read the config object.
-        self.seq_len, self.pack_docs = int(text["seq_len"]), int(text["pack_docs"])
-        self.doc_shuffle_buffer = int(text["doc_shuffle_buffer"])
-        self.train_source = sources.load(cfg.dataset, cfg.train_split, data_dir)
-        self.eval_source = sources.load(cfg.dataset, cfg.eval_split, data_dir)
-        self.tokenizer = self._tokenizer(text, data_dir)
+        self.seq_len, self.pack_docs = int(text.seq_len), int(text.pack_docs)
+        self.doc_shuffle_buffer = int(text.doc_shuffle_buffer)
+        self.tokenizer = self._tokenizer(text, self.data_dir)
         self.model = transformer.build(cfg.model, self.tokenizer.vocab_size, self.seq_len)
-        self._eval_step = jax.jit(self._eval_sums)
-        self._eval_batches = self._eval_dataset()
 
-    def _tokenizer(self, text: dict[str, Any], data_dir: Path):
-        if text["tokenizer"] == "byte":
+    def _tokenizer(self, text: Any, data_dir: Path):
+        if text.tokenizer == "byte":
             return ByteTokenizer()
         name = self.cfg.dataset.replace("/", "_")
         texts = (t for t in self.train_source.encoded(seed=0).map(lambda r: r["text"]).as_numpy_iterator())
-        return SentencePieceTokenizer(Path(data_dir) / "echo_tokenizers" / f"{name}_spm{text['vocab_size']}.model",
-                                      texts, int(text["vocab_size"]))
+        return SentencePieceTokenizer(Path(data_dir) / "echo_tokenizers" / f"{name}_spm{text.vocab_size}.model",
+                                      texts, int(text.vocab_size))
 
     # --- input pipeline -------------------------------------------------------------------------------
 
@@ -76,18 +53,19 @@ class LanguageModel(Workload):
         tokens = documents.map(lambda r: self.tokenizer.encode(r["text"]), num_parallel_calls=tf.data.AUTOTUNE)
         return pack(tokens, self.seq_len, self.pack_docs)
 
-    def train_batches(self, echo_cfg: Any, seed: int, feed: Feed = Feed()) -> tf.data.Dataset:
-        records = self.train_source.encoded(seed) if feed.records is None else feed.records
-        return train_pipeline(self.sequences(records, seed), Stages(decode=lambda x: x),
-                              batch_size=self.cfg.batch_size, shuffle_buffer=self.cfg.shuffle_buffer,
-                              echo_cfg=echo_cfg, seed=seed, host=feed.host, service=feed.service)
+    def examples(self, records: tf.data.Dataset, seed: int) -> tf.data.Dataset:
+        """A packed sequence is the example: read ids, fresh counts and echo copies are per sequence."""
+        return self.sequences(records, seed)
 
-    def _eval_dataset(self) -> tf.data.Dataset:
-        batches = self.sequences(self.eval_source.decoded(), seed=None)
-        if self.cfg.eval_examples:
-            batches = batches.take(self.cfg.eval_examples)
-        # Held-out sequences are fixed once read: keep them for the next evaluation.
-        return batches.cache().batch(self.cfg.eval_batch_size).prefetch(tf.data.AUTOTUNE)
+    def decode(self, example):
+        return example  # tokenizing and packing happened in examples()
+
+    def eval_examples(self) -> tf.data.Dataset:
+        return self.sequences(self.eval_source.decoded(), seed=None)
+
+    @property
+    def eval_count(self) -> Optional[int]:
+        return self.cfg.eval_examples  # sequences, not documents: known only when the config caps them
 
     # --- model, loss, evaluation ----------------------------------------------------------------------
 
@@ -105,19 +83,14 @@ class LanguageModel(Workload):
         weights = batch["weights"][:, 1:].astype(jnp.float32)
         return jnp.sum(losses * weights) / jnp.maximum(jnp.sum(weights), 1.0), model_state
 
-    def _eval_sums(self, params, model_state, batch):
+    def eval_outputs(self, params, model_state, batch):
         logits, losses = self._losses(params, batch["tokens"], train=False)
         weights = batch["weights"][:, 1:].astype(jnp.float32)
         correct = jnp.argmax(logits, -1) == batch["tokens"][:, 1:]
         return {"loss": jnp.sum(losses * weights), "correct": jnp.sum(correct * weights), "tokens": jnp.sum(weights)}
 
-    def evaluate(self, params, model_state) -> dict[str, float]:
-        totals = None
-        for batch in padded(self._eval_batches, self.cfg.eval_batch_size):
-            sums = self._eval_step(params, model_state, batch)
-            totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    def eval_metrics(self, totals) -> dict[str, float]:
         totals = jax.device_get(totals)
         tokens = float(totals["tokens"])
         loss = float(totals["loss"]) / tokens
-        return {"loss": loss, "accuracy": float(totals["correct"]) / tokens, "perplexity": float(jnp.exp(loss))}
-
+        return {"loss": loss, "accuracy": float(totals["correct"]) / tokens, "perplexity": float(np.exp(loss))}

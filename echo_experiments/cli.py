@@ -1,15 +1,21 @@
-"""Check a command line before Hydra runs it, so that a bad config is one line, not a traceback.
+"""The command-line layer: ``python -m echo_experiments [overrides]`` runs one job (a sweep with ``-m``).
 
-Hydra reports composition errors (an unknown workload, ``echo.factor=abc``, a misspelt key) over several
-lines, and a sweep would only meet them job by job. Here every combination of the sweep is composed with
-Hydra's own compose API and validated up front; the first failure becomes a :class:`ConfigError`.
+Everything a user can get wrong on the command line ends here in one line on stderr and exit status 2
+(:func:`fail`): before Hydra runs anything, every job the command line would run is composed with Hydra's
+own compose API and validated (Hydra would report composition errors over several lines, and a sweep
+would only meet them job by job); a missing data set or an unreachable store found while a job starts
+ends the same way. Library modules never import this one.
 """
 
 import itertools
+import logging
 import re
+import sys
 from typing import Iterable, Optional
 
+import hydra
 from hydra import compose, initialize_config_module
+from hydra.core.hydra_config import HydraConfig
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
@@ -19,6 +25,37 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from echo_experiments import config as C
 
 CONFIG_MODULE = "echo_experiments.conf"
+log = logging.getLogger("echo_experiments")
+
+
+def fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+@hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
+def run_job(cfg: DictConfig) -> Optional[float]:
+    from echo_experiments.data.sources import DataMissing
+    from echo_experiments.train import run
+
+    out_dir = HydraConfig.get().runtime.output_dir
+    try:
+        summary = run(cfg, out_dir)
+    except (C.ConfigError, DataMissing) as e:
+        fail(str(e))
+    log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
+             summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
+             summary["wall_time_s"], out_dir)
+    # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
+    reached = summary["fresh_examples_to_target"]
+    return float(reached) if reached is not None else float("inf")
+
+
+def main() -> None:
+    error = check_command_line(sys.argv[1:])
+    if error:
+        fail(error)
+    run_job()
 # Past this many combinations each swept value is checked once, not every product.
 MAX_COMBINATIONS = 128
 
@@ -30,11 +67,11 @@ def check_command_line(argv: list[str]) -> Optional[str]:
         return None
     if args.config_path or args.config_dir:
         return None  # a user config tree: each job still validates itself
-    from echo_experiments.train import resolve_config  # imports the tasks (TensorFlow, JAX)
+    from echo_experiments.tuning import run_config  # imports the tasks (TensorFlow, JAX)
 
     try:
         for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config"):
-            resolve_config(cfg)
+            run_config(cfg)
     except C.ConfigError as e:
         return str(e)
     return None

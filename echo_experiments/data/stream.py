@@ -1,0 +1,188 @@
+"""The training stream, built in one place from what a workload declares, and the evaluation batches.
+
+    source ─► read cost ─► examples ─► read id ─► decode ─► shuffle ─►(E1)─► augment ─►(E2)─► batch ─►(E3)─► prefetch
+    (TFDS)    (storage)    (task hook:                                before        after aug.    after
+                            LM packing)                               augmentation  = before      batching
+                                                                                    batching
+
+:func:`build` reads top to bottom like the picture. The workload supplies its sources, its ``examples``
+hook, ``decode`` and augmentation; everything about echoing (the echo stage at the one point
+``echo.placement`` names, the shuffle after it), the shuffles, batching, read ids, hosts and the tf.data
+service is added here and nowhere else. With factor 1 no echo stage and no echo shuffle are inserted, so
+the baseline is exactly the plain pipeline. The trainer, the profiler, the benchmark and the service
+all build their streams with it.
+"""
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from echo_experiments.config import Placement
+from echo_experiments.data.echo import CHUNK, echo
+
+AUTOTUNE = tf.data.AUTOTUNE
+Example = dict[str, tf.Tensor]
+# Examples augmented together by a workload's augment_chunk.
+AUGMENT_CHUNK = 64
+# Evaluation sets up to this size (decoded) stay in memory between evaluations.
+EVAL_CACHE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Host:
+    """Which share of the input this process reads: shard ``index`` of ``count``."""
+
+    index: int = 0
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Echo:
+    """An echo stage: ``placement`` (a Placement value), ``factor``, ``shuffle_buffer`` (0 = none)."""
+
+    placement: str = "none"
+    factor: float = 1.0
+    shuffle_buffer: int = 0
+
+
+NO_ECHO = Echo()
+
+
+def stage_seed(seed: int, stage: str) -> int:
+    """An independent, reproducible seed for one random stage of the pipeline."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(stage.encode())]).generate_state(1)[0])
+
+
+def build(workload: Any, cfg: Any, *, store: Any = None, host: Host = Host(), echo_cfg: Any = None,
+          records: Optional[tf.data.Dataset] = None, epochs: Optional[int] = None) -> tf.data.Dataset:
+    """Training batches, each with the ``read_id`` of every example in it; endless unless ``epochs`` is set.
+
+    ``cfg`` is a run's config (``workload.batch_size``, ``workload.shuffle_buffer``, ``echo``, ``seed``,
+    ``data.service``); ``echo_cfg`` replaces ``cfg.echo`` (the profiler measures the plain pipeline).
+    Records come from ``records`` if given, else from ``store`` (the configured storage), else from the
+    workload's train source; one epoch of them is re-read every epoch. With several hosts each reads every
+    ``host.count``-th example and makes batches of ``batch_size / host.count``; read ids stay unique
+    across hosts. With a tf.data service every stage upstream of the echo point runs on its workers.
+    """
+    echo_cfg = cfg.echo if echo_cfg is None else echo_cfg
+    placement = Placement(echo_cfg.placement) if echo_cfg.factor != 1 else Placement.NONE
+    seed = int(cfg.seed)
+    local_batch = int(cfg.workload.batch_size) // host.count
+    service = cfg.data.service
+    # A tf.data service takes the stream over right before the echo stage (after batching when there is none),
+    # so its workers do all the reading, decoding and augmenting that echoing saves.
+    hand_over = (placement.point or "E3") if service else None
+
+    def point(ds: tf.data.Dataset, name: str, batched: bool = False) -> tf.data.Dataset:
+        if hand_over == name:
+            ds = _from_service(ds, service, host, local_batch, batched)
+        if placement.point == name:
+            ds = _echo(ds, echo_cfg, seed, chunk=1 if batched else CHUNK)
+        return ds
+
+    if records is None:
+        records = store.records(seed) if store is not None else workload.train_source.encoded(seed)
+    ds = workload.examples(records, seed)
+    if host.count > 1:
+        ds = ds.shard(host.count, host.index)
+    ds = ds.repeat(epochs).enumerate().map(_plain(lambda i, x: {**x, "read_id": i * host.count + host.index}))
+    ds = ds.map(_plain(workload.decode), num_parallel_calls=AUTOTUNE)
+    ds = ds.shuffle(int(cfg.workload.shuffle_buffer), seed=stage_seed(seed, "shuffle"))
+    ds = point(ds, "E1")
+    ds = _augment(ds, workload, seed)
+    ds = point(ds, "E2")
+    ds = ds.batch(local_batch, drop_remainder=True)
+    ds = point(ds, "E3", batched=True)
+    return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _augment(ds: tf.data.Dataset, workload: Any, seed: int) -> tf.data.Dataset:
+    """The workload's augmentation, each example with its own stateless seed.
+
+    Seeds are keyed on the position after E1, so the copies of an example echoed there augment differently.
+    A workload's ``augment_chunk`` (same-shape examples a chunk at a time, far less host time per example)
+    is used where it has one."""
+    if not workload.augments:
+        return ds
+    augment_seed = tf.constant(stage_seed(seed, "augment"), tf.int64)
+    if workload.augments_in_chunks:
+        fn = _plain(workload.augment_chunk)
+        return (ds.batch(AUGMENT_CHUNK).enumerate()
+                .map(lambda i, x: fn(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE).unbatch())
+    fn = _plain(workload.augment)
+    return ds.enumerate().map(lambda i, x: fn(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE)
+
+
+def _echo(ds: tf.data.Dataset, echo_cfg: Any, seed: int, chunk: int) -> tf.data.Dataset:
+    # A batch is already a chunk of examples: batches are echoed one at a time (see echo()).
+    ds = echo(ds, float(echo_cfg.factor), stage_seed(seed, "echo"), chunk=chunk)
+    if echo_cfg.shuffle_buffer > 0:
+        ds = ds.shuffle(int(echo_cfg.shuffle_buffer), seed=stage_seed(seed, "echo_shuffle"))
+    return ds
+
+
+def _from_service(ds: tf.data.Dataset, service: str, host: Host, local_batch: int,
+                  batched: bool) -> tf.data.Dataset:
+    """``ds`` run on the service's workers (each its own copy, ``parallel_epochs``), read back here.
+
+    Every element a worker sends is a read of its own, so read ids are given here, in arrival order: the
+    count of fresh examples stays exact however many workers there are."""
+    ds = ds.apply(tf.data.experimental.service.distribute(processing_mode="parallel_epochs", service=service))
+    if batched:
+        rows = tf.range(local_batch, dtype=tf.int64)
+        return ds.enumerate().map(lambda i, b: {**b, "read_id": (i * local_batch + rows) * host.count + host.index})
+    return ds.enumerate().map(lambda i, x: {**x, "read_id": i * host.count + host.index})
+
+
+def _options() -> tf.data.Options:
+    options = tf.data.Options()
+    # Parallelism comes from the stages' parallel calls; one thread per op keeps the pipeline from
+    # spreading over every core at once and stalling the train step's own threads (as flax's examples do).
+    options.threading.max_intra_op_parallelism = 1
+    # Storage's Python calls hold no state the iterator must save: checkpoints may ignore them.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return options
+
+
+def _plain(fn: Callable) -> Callable:
+    """Trace a stage as written: stages branch only on Python values, so autograph has nothing to convert."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
+# --- evaluation -------------------------------------------------------------------------------------------
+
+def eval_batches(examples: tf.data.Dataset, batch_size: int, limit: Optional[int] = None,
+                 count: Optional[int] = None) -> tf.data.Dataset:
+    """Evaluation batches in a fixed order; the last may be short (see :func:`padded`).
+
+    The batches are kept in memory after the first pass when the set is known to fit in EVAL_CACHE_BYTES:
+    ``count`` examples (or ``limit``) of the element spec's fixed size."""
+    if limit is not None:
+        examples = examples.take(limit)
+        count = limit if count is None else min(count, limit)
+    size = _bytes_per_example(examples.element_spec)
+    batches = examples.batch(batch_size)
+    if count is not None and size is not None and count * size <= EVAL_CACHE_BYTES:
+        batches = batches.cache()
+    return batches.prefetch(AUTOTUNE)
+
+
+def _bytes_per_example(spec: Any) -> Optional[int]:
+    total = 0
+    for s in tf.nest.flatten(spec):
+        if not s.shape.is_fully_defined() or s.dtype == tf.string:
+            return None
+        total += s.shape.num_elements() * s.dtype.size
+    return total
+
+
+def padded(batches: tf.data.Dataset, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+    """NumPy batches padded to ``batch_size`` with a ``mask`` (1 = real example), so eval compiles once."""
+    for batch in batches.as_numpy_iterator():
+        n = len(next(iter(batch.values())))
+        out = {k: np.concatenate([v, np.zeros((batch_size - n,) + v.shape[1:], v.dtype)]) for k, v in batch.items()}
+        out["mask"] = (np.arange(batch_size) < n).astype(np.float32)
+        yield out

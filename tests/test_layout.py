@@ -1,0 +1,127 @@
+"""The package's shape: imports point down the layers with no cycle, and conf/ ships inside an installed wheel."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "echo_experiments"
+
+# Top to bottom; a module may import its own layer or lower ones, never a higher one (ARCHITECTURE.md).
+LAYERS = [
+    ("commands", ["cli", "__main__", "profile", "benchmark", "service", "report.__main__"]),
+    ("training", ["train", "tuning", "report"]),
+    ("workloads", ["workloads"]),
+    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "timing"]),
+    ("foundation", ["config", "runs"]),
+]
+
+
+def _layer(module: str) -> int:
+    name = module.removeprefix("echo_experiments.")
+    best = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if name == prefix or name.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} is in no layer"
+    return best[0]
+
+
+def imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (at any depth of its code, lazy imports included)."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(("echo_experiments",) + path.relative_to(PACKAGE).with_suffix("").parts)
+        module = module.removesuffix(".__init__")
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("echo_experiments"):
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names
+                             if (PACKAGE / Path(*f"{node.module}.{a.name}".split(".")[1:])).with_suffix(".py").exists())
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("echo_experiments"))
+        graph[module] = {m for m in found if m != module}
+    return graph
+
+
+def test_no_import_cycle():
+    graph = imports()
+    state: dict[str, int] = {}
+
+    def visit(module, trail):
+        state[module] = 1
+        for target in graph.get(module, ()):
+            if state.get(target) == 1:
+                pytest.fail("import cycle: " + " -> ".join(trail + [module, target]))
+            if target not in state:
+                visit(target, trail + [module])
+        state[module] = 2
+
+    for module in graph:
+        if module not in state:
+            visit(module, [])
+
+
+def test_imports_never_point_up_a_layer():
+    graph = {m: targets - {"echo_experiments"} for m, targets in imports().items() if m != "echo_experiments"}
+    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+              for m, targets in graph.items() for t in targets if _layer(t) < _layer(m)]
+    assert upward == []
+
+
+def test_conf_is_at_the_top_level():
+    assert (ROOT / "conf" / "config.yaml").is_file()
+    assert not (PACKAGE / "conf").exists()
+
+
+def test_an_installed_wheel_finds_its_configs(tmp_path):
+    """Build a wheel from the repo, install it (not editable) into a fresh venv that borrows this one's
+    dependencies, and compose every workload and preset from a directory outside the checkout."""
+    source = tmp_path / "source"  # a copy: setuptools writes build/ into the tree it builds
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("echo_experiments", "conf"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    # The dependencies come from this venv's site-packages, appended after the new venv's own.
+    (Path(site) / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+                    *map(str, wheels.glob("*.whl"))], check=True, capture_output=True, timeout=300)
+    workloads = sorted(p.stem for p in (ROOT / "conf" / "workload").glob("*.yaml"))
+    presets = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+    script = f"""
+import echo_experiments, echo_experiments.config
+from hydra import compose, initialize_config_module
+assert "site-packages" in echo_experiments.__file__, echo_experiments.__file__
+with initialize_config_module(version_base="1.3", config_module="echo_experiments.conf"):
+    for w in {workloads!r}:
+        assert compose("config", overrides=["workload=" + w]).workload.name == w
+    for p in {presets!r}:
+        compose("config", overrides=["experiment=" + p], return_hydra_config=True)
+print("composed", len({workloads!r}), "workloads and", len({presets!r}), "presets")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([python, "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"composed {len(workloads)} workloads and {len(presets)} presets" in out.stdout
+    cli = subprocess.run([python, "-m", "echo_experiments", "--cfg", "job", "workload=transformer_pydocs"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert "name: transformer_pydocs" in cli.stdout
