@@ -112,8 +112,9 @@ def load(dataset: str, split: str, directory: Path) -> Source:
     if dataset == "fashion_mnist":
         return Source(dataset, _fashion_mnist(directory), split)
     if dataset == "fashion_mnist_detection":
-        return Source(dataset, _offline(FashionMnistDetection, FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz",
-                                        directory), split)
+        builder = _offline(FashionMnistDetection, FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz", directory)
+        return (CanvasStream(dataset, builder, split) if split == FashionMnistDetection.GENERATED_SPLIT
+                else Source(dataset, builder, split))
     if dataset == "python_docs":
         return Source(dataset, _offline(PythonDocs, PYTHON_DOCS_DIR / "library", directory), split)
     if dataset == "synthetic_images":
@@ -234,12 +235,16 @@ class PythonDocs(tfds.core.GeneratorBasedBuilder):
 class FashionMnistDetection(tfds.core.GeneratorBasedBuilder):
     """A detection set made from real Fashion-MNIST items: 1-4 items per 64x64 canvas, each scaled to
     14-40 pixels and placed where it overlaps no other; each box is the tight box of the item's nonzero
-    pixels, so boxes and classes are exact. Train canvases use the training items, test the test items."""
+    pixels, so boxes and classes are exact. The test split is 2,000 fixed canvases of the test items; the
+    train split is not stored: :class:`CanvasStream` composes a new canvas of the training items for every
+    read (from its read id), so no canvas is ever read twice and composing it is real upstream work."""
 
-    VERSION = tfds.core.Version("1.0.0")
+    VERSION = tfds.core.Version("2.0.0")
+    RELEASE_NOTES = {"2.0.0": "Training canvases are composed per read (CanvasStream), not stored."}
     DATASET = "fashion_mnist_detection"
     CANVAS = 64
-    SPLITS = {"train": ("train", 12_000, 0), "test": ("t10k", 2_000, 1)}  # split: (items, canvases, seed)
+    GENERATED_SPLIT = "train"
+    SPLITS = {"test": ("t10k", 2_000, 1)}  # split: (items, canvases, seed)
 
     def _info(self) -> tfds.core.DatasetInfo:
         return tfds.core.DatasetInfo(
@@ -267,6 +272,38 @@ class FashionMnistDetection(tfds.core.GeneratorBasedBuilder):
             image, boxes, classes = compose_canvas(rng, items, labels, self.CANVAS)
             yield i, {"image": image[..., None],
                       "objects": {"bbox": [tfds.features.BBox(*b) for b in boxes], "label": classes}}
+
+
+@dataclass
+class CanvasStream(Source):
+    """The training canvases of fashion_mnist_detection, composed as they are read.
+
+    A record is only its index in the epoch (so storage emulation and the record server have something to
+    carry); the workload's decode stage composes canvas number ``read_id`` from the training items
+    (:meth:`canvas`), a different canvas for every read, across epochs too."""
+
+    EPOCH = 12_000  # records per epoch: the size of the stored training set this stream replaces
+    SEED = 0
+
+    @property
+    def num_examples(self) -> Optional[int]:
+        return self.EPOCH
+
+    def encoded(self, seed: int) -> tf.data.Dataset:
+        del seed  # the read id, given downstream, picks the canvas
+        return tf.data.Dataset.range(self.EPOCH).map(lambda i: {"index": i})
+
+    def decoded(self) -> tf.data.Dataset:
+        raise DataMissing(f"{self.name} has no stored {self.split!r} split: its canvases are composed per read")
+
+    def canvas(self, read_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Canvas number ``read_id``: (uint8 image [64, 64, 1], boxes float32 [n, 4], labels int64 [n])."""
+        if not hasattr(self, "_items"):
+            self._items = read_idx(FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz")
+            self._labels = read_idx(FASHION_MNIST_DIR / "train-labels-idx1-ubyte.gz")
+        image, boxes, classes = compose_canvas(np.random.default_rng([self.SEED, int(read_id)]), self._items,
+                                               self._labels, FashionMnistDetection.CANVAS)
+        return (image[..., None], np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(classes, np.int64))
 
 
 def compose_canvas(rng: np.random.Generator, items: np.ndarray, labels: np.ndarray, size: int):

@@ -1,6 +1,7 @@
 """Object detection: SSD on COCO, and offline on Fashion-MNIST items placed on canvases.
 
-Pipeline recipe: decode the image and pad its boxes to ``detection.max_boxes`` (with ``box_mask``);
+Pipeline recipe: decode the image (for the offline Fashion-MNIST canvases: compose a new canvas from the read
+id) and pad its boxes to ``detection.max_boxes`` (with ``box_mask``);
 augment with SSD's random crop (the crop must cover at least a drawn fraction of some box; boxes whose
 centre leaves the crop are dropped, the others clipped), a horizontal flip and photometric distortion, then
 resize to ``detection.image_size``. Echo points: before and after augmentation, and after batching.
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 from echo_experiments import mean_ap
 from echo_experiments.config import DetectionConfig
+from echo_experiments.data import sources
 from echo_experiments.models import ssd
 from echo_experiments.workloads.base import Workload
 
@@ -63,6 +65,13 @@ class Detection(Workload):
         return out
 
     def decode(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        if isinstance(self.train_source, sources.CanvasStream):  # a new canvas per read, composed from its read id
+            image, boxes, labels = tf.numpy_function(self.train_source.canvas, [record["read_id"]],
+                                                     (tf.uint8, tf.float32, tf.int64), stateful=False)
+            image.set_shape([self.train_source.builder.CANVAS, self.train_source.builder.CANVAS, self.channels])
+            boxes.set_shape([None, 4])
+            labels.set_shape([None])
+            return {"image": image, **self._boxes({"bbox": boxes, "label": labels}), "read_id": record["read_id"]}
         image = tf.io.decode_image(record["image"], channels=self.channels, expand_animations=False)
         return {"image": image, **self._boxes(record["objects"]), "read_id": record["read_id"]}
 
