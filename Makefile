@@ -1,7 +1,8 @@
-# make run   : set up if needed, then the default run (real Fashion-MNIST, offline)
-# make test  : set up if needed, then the test suite
-# make setup : Debian data packages, a virtual environment, the pinned install
-# make study : the README's tuned study of the default workload and its report (results/)
+# make run     : set up if needed, then the default run (real Fashion-MNIST, offline)
+# make test    : set up if needed, then the test suite
+# make setup   : Debian data packages, a virtual environment, the pinned install
+# make figures : every table, figure and report.md under results/ again, from the committed run directories
+# make archive SWEEP=multirun/<preset>/<workload> : copy a sweep's complete runs into results/ (to commit)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := dataset-fashion-mnist python3-doc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-data run test test-all study clean
+.PHONY: setup apt-data run test test-all figures archive clean
 
 setup: apt-data $(STAMP)
 
@@ -36,10 +37,23 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -q -m '' $(ARGS)
 
-# The README's tuned study (about 45 minutes on 2 cores): sweep, then the reporter into results/.
-study: setup
-	$(PY) -m echo_experiments -m experiment=echo_e2_study_cpu $(ARGS)
-	$(PY) -m echo_experiments.report multirun/echo_e2_study_cpu/fashion_mnist --out results/fashion_mnist_study
+# Each results/<experiment>/<workload>/runs/ holds the run directories of one sweep; the reporter writes
+# that folder's tables, figures and report.md beside them.
+figures: setup
+	@for runs in results/*/*/runs; do \
+	  out=$${runs%/runs}; echo "$$out"; \
+	  (cd $$out && $(abspath $(PY)) -m echo_experiments.report runs --out .) || exit 1; \
+	done
+
+# Only complete runs (with summary.json), and only the run files: config.yaml, metrics.jsonl, summary.json.
+archive:
+	@test -n "$(SWEEP)" || { echo "usage: make archive SWEEP=multirun/<preset>/<workload>"; exit 2; }
+	@dest=results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs; n=0; \
+	for job in $(SWEEP)/*/; do \
+	  [ -f "$$job/summary.json" ] || continue; \
+	  mkdir -p "$$dest/$$(basename $$job)"; \
+	  cp "$$job"/{config.yaml,metrics.jsonl,summary.json} "$$dest/$$(basename $$job)/"; n=$$((n+1)); \
+	done; echo "$$n complete runs -> $$dest"
 
 clean:
 	rm -rf $(VENV) runs multirun outputs

@@ -130,9 +130,11 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
     run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
                                                 "profile_batches": 0, "progress": False, "stop_at_target": False,
                                                 "checkpoint_every_seconds": 0}})
-    tx = optim.optimizer(cfg.optimizer, steps)
-    # Compiled as the trainer compiles it, donated state included.
-    step = jax.jit(make_train_step(workload, tx, workload.compute_dtype), donate_argnums=0)
+    tx = optim.optimizer(cfg.optimizer)
+    # Compiled as the trainer compiles it, donated state included; the learning rate at the schedule's start.
+    step = jax.jit(make_train_step(workload, tx, optim.schedule(cfg.optimizer, cfg.trainer), workload.compute_dtype),
+                   donate_argnums=0)
+    position = np.int32(0)
     runner, bare = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
@@ -142,12 +144,12 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
         stream = batches.as_numpy_iterator()
         first = next(stream)
         first.pop("read_id")
-        state, loss = step(state, first)
+        state, loss = step(state, first, position)
         jax.block_until_ready(loss)
         began = time.perf_counter()
         for batch in itertools.islice(stream, steps - 1):
             batch.pop("read_id")
-            state, loss = step(state, batch)
+            state, loss = step(state, batch, position)
         jax.block_until_ready(loss)
         bare.append((steps - 1) / (time.perf_counter() - began))
     r, b = float(np.median(runner)), float(np.median(bare))

@@ -9,8 +9,12 @@ ends the same way. Library modules never import this one.
 
 import itertools
 import logging
+import math
+import os
 import re
 import sys
+import time
+from pathlib import Path
 from typing import Iterable, Optional
 
 import hydra
@@ -23,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from echo_experiments import config as C
+from echo_experiments.runs import SUMMARY
 
 CONFIG_MODULE = "echo_experiments.conf"
 log = logging.getLogger("echo_experiments")
@@ -46,22 +51,45 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)
+    _sweep_progress(Path(out_dir).parent)
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
     reached = summary["fresh_examples_to_target"]
     return float(reached) if reached is not None else float("inf")
 
 
+# Set by main() for a sweep, read by every job (launchers that start processes pass the environment on).
+SWEEP_JOBS, SWEEP_STARTED = "ECHO_SWEEP_JOBS", "ECHO_SWEEP_STARTED"
+
+
+def _sweep_progress(sweep_dir: Path) -> None:
+    """After each job of a sweep, one line: jobs complete of all, and the time left at this invocation's pace."""
+    total, started = int(os.environ.get(SWEEP_JOBS, 0)), float(os.environ.get(SWEEP_STARTED, 0))
+    if total <= 1:
+        return
+    finished = list(sweep_dir.glob(f"*/{SUMMARY}"))
+    now = time.time()
+    here = sum(1 for p in finished if p.stat().st_mtime >= started)  # finished by this invocation
+    left = max(0, total - len(finished))
+    eta = left * (now - started) / here if here else math.nan
+    log.info("sweep %s: %d of %d jobs complete; about %s left", sweep_dir, len(finished), total,
+             f"{eta / 3600:.1f} h" if eta >= 3600 else f"{eta / 60:.0f} min")
+
+
 def main() -> None:
-    error = check_command_line(sys.argv[1:])
+    argv = sys.argv[1:]
+    jobs: list[int] = []
+    error = check_command_line(argv, jobs)
     if error:
         fail(error)
+    os.environ[SWEEP_JOBS], os.environ[SWEEP_STARTED] = str(jobs[0] if jobs else 1), str(time.time())
     run_job()
 # Past this many combinations each swept value is checked once, not every product.
 MAX_COMBINATIONS = 128
 
 
-def check_command_line(argv: list[str]) -> Optional[str]:
-    """Return the one-line error for a command line, or None if every job it would run is valid."""
+def check_command_line(argv: list[str], jobs: Optional[list[int]] = None) -> Optional[str]:
+    """Return the one-line error for a command line, or None if every job it would run is valid; the number
+    of jobs it would run is appended to ``jobs`` when given."""
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion or args.info or args.experimental_rerun:
         return None
@@ -70,15 +98,18 @@ def check_command_line(argv: list[str]) -> Optional[str]:
     from echo_experiments.tuning import run_config  # imports the tasks (TensorFlow, JAX)
 
     try:
-        for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config"):
+        for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
+                               jobs=jobs):
             run_config(cfg)
     except C.ConfigError as e:
         return str(e)
     return None
 
 
-def compose_all(overrides: list[str], multirun: bool, config_name: str = "config") -> Iterable[DictConfig]:
-    """Compose the config of every job the command line would run."""
+def compose_all(overrides: list[str], multirun: bool, config_name: str = "config",
+                jobs: Optional[list[int]] = None) -> Iterable[DictConfig]:
+    """Compose the config of every job the command line would run (past MAX_COMBINATIONS, each swept value
+    once); the number of jobs it would run is appended to ``jobs`` when given."""
     parser = OverridesParser.create()
     try:
         parsed = parser.parse_overrides(overrides)
@@ -88,6 +119,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
+            if jobs is not None:
+                jobs.append(1)
             yield _compose(config_name, [o.input_line for o in app])
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
@@ -99,11 +132,13 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             if key not in sweeps:
                 ov = parser.parse_override(f"{key}={spec}")
                 sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
-        jobs = 0
+        if jobs is not None:
+            jobs.append(math.prod(len(v) for v in sweeps.values()))
+        composed = 0
         for combo in _combinations(sweeps):
-            jobs += 1
+            composed += 1
             yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo])
-        if not jobs:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
+        if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
             yield first
 
 

@@ -153,7 +153,10 @@ def _f(default: Any = MISSING, allowed: str = "", check: Optional[Check] = None,
 class EchoConfig:
     placement: str = _f("none", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
     factor: float = _f(1.0, "a real number >= 1", real(1))
-    shuffle_buffer: int = _f(0, "an integer >= 0 (0 = no shuffle after the echo stage)", integer(0))
+    # null: a shuffle of ten batches of copies after example echoing, none after batch echoing (data/stream.py).
+    shuffle_buffer: Optional[int] = _f(None, "null (the default: 10 x ceil(e) x batch examples after example "
+                                             "echoing, none after batch echoing) or an integer >= 0 "
+                                             "(0 = no shuffle after the echo stage)", optional(integer(0)))
 
 
 @dataclass
@@ -327,22 +330,32 @@ class OptimizerConfig:
     nesterov: bool = _f(True, "true or false", boolean)
     weight_decay: float = _f(0.0, "a real number >= 0", real(0))
     schedule: str = _f("constant", "one of " + ", ".join(SCHEDULES), one_of(*SCHEDULES))
-    warmup_steps: int = _f(0, "an integer >= 0", integer(0))
-    # Linear decay from learning_rate to learning_rate * final_fraction over decay_steps, then flat.
+    final_fraction: float = _f(0.0, "a real number in [0, 1] (linear_decay ends at learning_rate x this)", real(0, 1))
+    decay_factor: float = _f(0.1, "a real number in (0, 1] (piecewise_exponential: the rate is multiplied by it "
+                                  "at each boundary)", real(0, 1, low_open=True))
+    # The schedule in fresh examples (see optim.py): every echo factor gets the same rate per fresh example.
+    warmup_fresh_examples: int = _f(0, "an integer >= 0 (fresh examples of linear warmup)", integer(0))
+    decay_fresh_examples: Optional[int] = _f(None, "null (= trainer.max_fresh_examples) or an integer >= 1 "
+                                                   "(fresh examples of linear decay, after the warmup)",
+                                             optional(integer(1)))
+    decay_boundaries_fresh_examples: List[int] = _f(allowed="a list of increasing integers >= 1 (fresh examples "
+                                                            "after the warmup)", check=increasing(integer(1)),
+                                                    default_factory=list)
+    # The same in steps, only for a user who asks for steps: any of them set puts the whole schedule in steps.
+    warmup_steps: Optional[int] = _f(None, "null or an integer >= 0", optional(integer(0)))
     decay_steps: Optional[int] = _f(None, "null (= trainer.max_steps) or an integer >= 1", optional(integer(1)))
-    final_fraction: float = _f(0.0, "a real number in [0, 1]", real(0, 1))
-    # piecewise_exponential: the rate is multiplied by decay_factor at each boundary (steps after warmup).
-    decay_boundaries: List[int] = _f(allowed="a list of increasing integers >= 1", check=increasing(integer(1)),
-                                     default_factory=list)
-    decay_factor: float = _f(0.1, "a real number in (0, 1]", real(0, 1, low_open=True))
+    decay_boundaries_steps: List[int] = _f(allowed="a list of increasing integers >= 1 (steps after the warmup)",
+                                           check=increasing(integer(1)), default_factory=list)
 
 
 @dataclass
 class TrainerConfig:
-    max_steps: int = _f(10_000, "an integer >= 1", integer(1))
+    # The budget, in fresh examples like everything a condition could be favoured by (PROTOCOL.md).
+    max_fresh_examples: Optional[int] = _f(1_000_000, "null or an integer >= 1 (stop once this many fresh "
+                                                      "examples were read)", optional(integer(1)))
     eval_every_fresh_examples: int = _f(10_000, "an integer >= 1", integer(1))
-    # Stop once this many fresh examples were read (the paper's fixed-budget comparison); null = no limit.
-    max_fresh_examples: Optional[int] = _f(None, "null or an integer >= 1", optional(integer(1)))
+    # A cap in steps, for a user who asks for one; null = none.
+    max_steps: Optional[int] = _f(None, "null or an integer >= 1 (stop after this many steps)", optional(integer(1)))
     stop_at_target: bool = _f(True, "true or false", boolean)
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)", boolean)
     # Orbax checkpoints (with the input iterator's state) at the first step after this many seconds of training
@@ -375,6 +388,9 @@ class TuningConfig:
     trials: int = _f(8, "an integer >= 1 (trials per study)", integer(1))
     seed: int = _f(0, "an integer >= 0 (seeds the quasi-random sequences)", integer(0, MAX_SEED))
     sampler: str = _f("halton", "one of " + ", ".join(SAMPLERS), one_of(*SAMPLERS))
+    # A trial whose fresh examples pass the best fresh examples to target of its study's finished trials can
+    # no longer be the study's best: it stops, recorded as pruned (never as reached).
+    prune: bool = _f(True, "true or false", boolean)
 
 
 STORAGE_KINDS = ("local", "http", "emulated")
@@ -522,6 +538,22 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(
             "echo.placement", e.placement,
             f"echo.factor={show(e.factor)} needs an echo point: one of {', '.join(p for p in placements if p != 'none')}")
+    o = cfg.optimizer
+    step_keys = [k for k in ("warmup_steps", "decay_steps") if o[k] is not None]
+    step_keys += ["decay_boundaries_steps"] if o.decay_boundaries_steps else []
+    fresh_keys = [k for k in ("warmup_fresh_examples", "decay_fresh_examples") if o[k]]
+    fresh_keys += ["decay_boundaries_fresh_examples"] if o.decay_boundaries_fresh_examples else []
+    if step_keys and fresh_keys:
+        raise ConfigError(f"optimizer.{step_keys[0]}", o[step_keys[0]], (
+            f"null while optimizer.{fresh_keys[0]} is set: a schedule is in fresh examples or in steps, not both"))
+    if t.max_fresh_examples is None and t.max_steps is None:
+        raise ConfigError("trainer.max_fresh_examples", None, "an integer >= 1 unless trainer.max_steps is set "
+                          "(a run needs a budget)")
+    if o.schedule == "linear_decay":
+        length, budget = (("decay_steps", "max_steps") if step_keys else ("decay_fresh_examples", "max_fresh_examples"))
+        if o[length] is None and t[budget] is None:
+            raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
+                              "(a linear decay needs a length)")
     st = cfg.storage
     if st.url is not None and st.kind != "http":
         raise ConfigError("storage.url", st.url, allowed_for("storage.url"))

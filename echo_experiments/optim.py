@@ -2,36 +2,88 @@
 
 The paper trains ResNets with Nesterov momentum and a linear learning-rate decay, Transformers with a
 constant rate, and SSD with momentum and a piecewise exponential decay: ``schedule`` is ``linear_decay``,
-``constant`` or ``piecewise_exponential`` (times ``decay_factor`` at each of ``decay_boundaries``), each after
-an optional linear warmup.
+``constant`` or ``piecewise_exponential`` (times ``decay_factor`` at each boundary), each after an optional
+linear warmup.
+
+A schedule is a function of the run's position in it, counted in fresh examples by default
+(``warmup_fresh_examples``, ``decay_fresh_examples``, ``decay_boundaries_fresh_examples``): echoing at
+factor e takes e times the steps per fresh example, and a schedule in steps would end (or anneal) e times
+earlier in fresh examples, favouring whichever condition it happens to suit. The same keys in steps
+(``warmup_steps``, ``decay_steps``, ``decay_boundaries_steps``) are there for a user who asks for steps;
+setting any of them puts the whole schedule in steps.
 """
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import jax
 import optax
 
+FRESH_EXAMPLES, STEPS = "fresh_examples", "steps"
 
-def schedule(cfg: Any, max_steps: int) -> optax.Schedule:
+
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate at a position of the run (fresh examples trained on before a step, or steps)."""
+
+    rate: Callable[[Any], Any]
+    unit: str  # FRESH_EXAMPLES or STEPS
+
+    def __call__(self, position: Any) -> Any:
+        return self.rate(position)
+
+
+def in_steps(cfg: Any) -> bool:
+    """Whether the schedule is given in steps: any of the step keys is set."""
+    return cfg.warmup_steps is not None or cfg.decay_steps is not None or bool(cfg.decay_boundaries_steps)
+
+
+def schedule(cfg: Any, trainer: Any) -> Schedule:
+    """The schedule an ``optimizer`` config describes; a linear decay with no length of its own decays over
+    the run's budget (``trainer.max_fresh_examples``, or ``trainer.max_steps`` for a schedule in steps)."""
     lr = float(cfg.learning_rate)
+    if in_steps(cfg):
+        unit, warmup, decay, boundaries = STEPS, cfg.warmup_steps or 0, cfg.decay_steps, cfg.decay_boundaries_steps
+        decay = decay or trainer.max_steps
+    else:
+        unit, warmup, boundaries = FRESH_EXAMPLES, cfg.warmup_fresh_examples, cfg.decay_boundaries_fresh_examples
+        decay = cfg.decay_fresh_examples or trainer.max_fresh_examples
     if cfg.schedule == "linear_decay":
-        main = optax.linear_schedule(lr, lr * float(cfg.final_fraction), int(cfg.decay_steps or max_steps))
+        main = optax.linear_schedule(lr, lr * float(cfg.final_fraction), int(decay))
     elif cfg.schedule == "piecewise_exponential":
-        # Boundaries count steps after the warmup, like the decay of linear_decay.
-        main = optax.piecewise_constant_schedule(lr, {int(b): float(cfg.decay_factor) for b in cfg.decay_boundaries})
+        # Boundaries count from the end of the warmup, like the decay of linear_decay.
+        main = optax.piecewise_constant_schedule(lr, {int(b): float(cfg.decay_factor) for b in boundaries})
     else:
         main = optax.constant_schedule(lr)
-    if cfg.warmup_steps:
-        warmup = optax.linear_schedule(0.0, lr, int(cfg.warmup_steps))
-        return optax.join_schedules([warmup, main], [int(cfg.warmup_steps)])
-    return main
+    if warmup:
+        main = optax.join_schedules([optax.linear_schedule(0.0, lr, int(warmup)), main], [int(warmup)])
+    return Schedule(main, unit)
 
 
-def optimizer(cfg: Any, max_steps: int) -> optax.GradientTransformation:
-    """SGD with (Nesterov) momentum; L2 weight decay on weight matrices and kernels, not biases or norms."""
+def optimizer(cfg: Any) -> optax.GradientTransformation:
+    """SGD with (Nesterov) momentum; L2 weight decay on weight matrices and kernels, not biases or norms.
+
+    The learning rate is a hyperparameter in the optimizer's state (optax.inject_hyperparams): the train step
+    sets it from the schedule at the run's position (:func:`with_learning_rate`) before each update."""
     momentum = float(cfg.momentum) or None
-    tx = optax.sgd(schedule(cfg, max_steps), momentum=momentum, nesterov=bool(cfg.nesterov) and momentum is not None)
-    if cfg.weight_decay:
-        kernels_only = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)  # noqa: E731
-        tx = optax.chain(optax.add_decayed_weights(float(cfg.weight_decay), mask=kernels_only), tx)
-    return tx
+    nesterov = bool(cfg.nesterov) and momentum is not None
+    weight_decay = float(cfg.weight_decay)
+
+    def sgd(learning_rate: Any) -> optax.GradientTransformation:
+        tx = optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
+        if weight_decay:
+            kernels_only = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)  # noqa: E731
+            tx = optax.chain(optax.add_decayed_weights(weight_decay, mask=kernels_only), tx)
+        return tx
+
+    return optax.inject_hyperparams(sgd)(learning_rate=0.0)
+
+
+def with_learning_rate(opt_state: Any, learning_rate: Any) -> Any:
+    """The optimizer state of :func:`optimizer` with its learning rate set for the next update."""
+    return opt_state._replace(hyperparams={**opt_state.hyperparams, "learning_rate": learning_rate})
+
+
+def learning_rate(opt_state: Any) -> Any:
+    """The learning rate the last update used."""
+    return opt_state.hyperparams["learning_rate"]

@@ -41,6 +41,10 @@ class Parallel:
             return jax.device_put(local_batch, self.batch)
         return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local_batch.items()}
 
+    def put_scalar(self, value: int) -> jax.Array:
+        """An int32 scalar replicated on every device (the same value on every process)."""
+        return jax.device_put(np.int32(value), self.replicated)
+
     def total(self, count: int) -> int:
         """A per-process count summed over the processes."""
         if self.host.count == 1:

@@ -15,7 +15,10 @@ from typing import Any, Iterator, Optional
 from omegaconf import DictConfig, OmegaConf
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
-STATUSES = ("reached_target", "not_reached", "diverged", "failed")
+STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
+# What makes two runs the same condition, and what makes them trials of one study (with the target).
+CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
+STUDY = CONDITION + ("tuning_seed", "study")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -93,6 +96,29 @@ class RunDir:
                 for line in f:
                     if line.strip():
                         yield json.loads(line)
+
+
+def read_summary(path: Path) -> Optional[dict[str, Any]]:
+    """A summary.json's content, or None when it is missing or unreadable (being written, or broken)."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def study_best(sweep_dir: Path, trial: dict[str, Any]) -> Optional[int]:
+    """The fewest fresh examples to target among the finished trials of ``trial``'s study in ``sweep_dir``
+    (its sibling run directories): same condition, study and target. None before any reached it."""
+    best = None
+    for path in Path(sweep_dir).glob(f"*/{SUMMARY}"):
+        other = read_summary(path)
+        if (other and other.get("status") == "reached_target" and other.get("target") == trial["target"]
+                and all(other.get(k) == trial[k] for k in STUDY)):
+            fresh = other.get("fresh_examples_to_target")
+            if isinstance(fresh, int) and (best is None or fresh < best):
+                best = fresh
+    return best
 
 
 def _diff(stored: Any, current: Any, prefix: str = "") -> list[str]:

@@ -1,11 +1,14 @@
-"""The training loop: SGD steps until the workload's target is reached or ``trainer.max_steps``.
+"""The training loop: SGD steps until the workload's target is reached or the budget is spent.
 
-Evaluation happens each time the fresh-example count crosses a multiple of
-``trainer.eval_every_fresh_examples``, so every echo factor is measured at the same resolution in the
-paper's cost unit. ``wall_time_s`` counts the input pipeline and the steps, not evaluation or checkpoints
-(AlgoPerf's rule); ``elapsed_s`` counts everything, ``seconds_to_target`` everything but checkpoints (see
-Trainer._evaluate). The loop reads a device value only at evaluations and checkpoints: the steps in
-between run asynchronously.
+The budget (``trainer.max_fresh_examples``), the evaluation cadence (``trainer.eval_every_fresh_examples``)
+and the learning-rate schedule (optim.py) are in fresh examples, so every echo factor is given the same
+schedule, budget and measurement resolution in the paper's cost unit; echoing at factor e simply takes e
+times the steps. ``trainer.max_steps`` caps steps where a user asks for it.
+
+``wall_time_s`` counts the input pipeline and the steps, not evaluation or checkpoints (AlgoPerf's rule);
+``elapsed_s`` counts everything, ``seconds_to_target`` everything but checkpoints (see Trainer._evaluate).
+The loop reads a device value only at evaluations and checkpoints: the steps in between run
+asynchronously.
 
 A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or every
 ``trainer.checkpoint_every_steps``) and at the end; started again in the same directory after being killed,
@@ -18,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import flax.struct
 import jax
@@ -37,7 +40,7 @@ from echo_experiments.data import stream
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
-from echo_experiments.runs import RunDir
+from echo_experiments.runs import RunDir, study_best
 from echo_experiments.tuning import run_config
 from echo_experiments.workloads import Workload, make
 
@@ -58,11 +61,14 @@ def _cast(tree: Any, dtype: Any) -> Any:
     return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
-def make_train_step(workload: Workload, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
-    """The pure step; under mixed precision the model computes in ``compute_dtype`` while parameters,
-    optimizer state and model state stay float32."""
+def make_train_step(workload: Workload, tx: optax.GradientTransformation, schedule: optim.Schedule,
+                    compute_dtype: Any = jnp.float32):
+    """The pure step ``(state, batch, position) -> (state, loss)``: the learning rate is the schedule's at
+    ``position``, the run's place in its schedule (fresh examples trained on before this batch, or steps).
+    Under mixed precision the model computes in ``compute_dtype`` while parameters, optimizer state and
+    model state stay float32."""
 
-    def train_step(state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, jax.Array]:
+    def train_step(state: TrainState, batch: dict[str, jax.Array], position: jax.Array) -> tuple[TrainState, jax.Array]:
         rng = jax.random.fold_in(state.rng, state.step)
 
         def loss_fn(params):
@@ -70,7 +76,8 @@ def make_train_step(workload: Workload, tx: optax.GradientTransformation, comput
 
         (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         model_state = jax.tree.map(lambda new, old: new.astype(old.dtype), model_state, state.model_state)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        opt_state = optim.with_learning_rate(state.opt_state, schedule(position))
+        updates, opt_state = tx.update(grads, opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return state.replace(step=state.step + 1, params=params, model_state=model_state, opt_state=opt_state), loss
 
@@ -99,11 +106,14 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
     workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
     writer = mesh.host.index == 0
-    summary = _summary_head(cfg)
+    summary = {**_summary_head(cfg), "target": workload.target.as_dict()}
+    # A trial of a study stops once it can no longer be the study's best (its siblings in the sweep directory).
+    pruning = cfg.tuning.study is not None and cfg.tuning.prune and cfg.trainer.stop_at_target
+    prune = (lambda: study_best(run_dir.path.parent, summary)) if pruning else None
     try:
         with Store(cfg.storage, workload.train_source) as store:
             batches = stream.build(workload, cfg, store=store, host=mesh.host)
-            trainer = Trainer(cfg, workload, run_dir, mesh, batches, store)
+            trainer = Trainer(cfg, workload, run_dir, mesh, batches, store, prune)
             summary.update(trainer.fit())
             if writer:
                 run_dir.write_summary(summary)
@@ -150,7 +160,7 @@ def _summary_head(cfg: DictConfig) -> dict[str, Any]:
         "placement": cfg.echo.placement if echoing else "none",
         "echo_factor": factor,
         "batch_size": int(cfg.workload.batch_size),
-        "shuffle_buffer": int(cfg.echo.shuffle_buffer) if echoing else 0,
+        "shuffle_buffer": stream.echo_shuffle_buffer(cfg.echo, int(cfg.workload.batch_size)),
         "seed": int(cfg.seed),
         "study": cfg.tuning.study,
         "trial": cfg.tuning.trial,
@@ -181,13 +191,16 @@ class Trainer:
     """One run's training: the compiled step, the input stream, the counters, evaluation and checkpoints."""
 
     def __init__(self, cfg: DictConfig, workload: Workload, run_dir: RunDir, mesh: parallel.Parallel,
-                 batches: tf.data.Dataset, store: Optional[Store] = None):
+                 batches: tf.data.Dataset, store: Optional[Store] = None,
+                 prune: Optional[Callable[[], Optional[int]]] = None):
         self.cfg, self.t, self.workload, self.run_dir, self.mesh = cfg, cfg.trainer, workload, run_dir, mesh
         self.batches, self.store = batches, store
+        #: The fewest fresh examples to target of the study's other trials so far (None: not in a study).
+        self.prune = prune
         self.writer = mesh.host.index == 0
         self.batch_size = int(cfg.workload.batch_size)
-        self.tx = optim.optimizer(cfg.optimizer, self.t.max_steps)
-        self.learning_rate = optim.schedule(cfg.optimizer, self.t.max_steps)
+        self.tx = optim.optimizer(cfg.optimizer)
+        self.schedule = optim.schedule(cfg.optimizer, cfg.trainer)
         checkpointing = self.t.checkpoint_every_steps or self.t.checkpoint_every_seconds
         self.checkpoints = Checkpoints(run_dir.path / "checkpoints") if checkpointing else None
 
@@ -195,10 +208,11 @@ class Trainer:
         spec = {k: jax.ShapeDtypeStruct((self.batch_size,) + tuple(v.shape[1:]), v.dtype.as_numpy_dtype,
                                         sharding=self.mesh.batch)
                 for k, v in self.batches.element_spec.items() if k != "read_id"}
-        step = jax.jit(make_train_step(self.workload, self.tx, self.workload.compute_dtype), donate_argnums=0,
-                       in_shardings=(self.mesh.replicated, self.mesh.batch),
+        step = jax.jit(make_train_step(self.workload, self.tx, self.schedule, self.workload.compute_dtype),
+                       donate_argnums=0, in_shardings=(self.mesh.replicated, self.mesh.batch, self.mesh.replicated),
                        out_shardings=(self.mesh.replicated, self.mesh.replicated))
-        return step.lower(state, spec).compile()
+        position = jax.ShapeDtypeStruct((), jnp.int32, sharding=self.mesh.replicated)
+        return step.lower(state, spec, position).compile()
 
     def fit(self) -> dict[str, Any]:
         """Train until the target (or a budget); append a metrics row per evaluation."""
@@ -209,8 +223,9 @@ class Trainer:
         compile_s = time.perf_counter() - began
         facts = None
         if t.profile_batches and self.store is not None:
-            facts = timing.measure(self.workload, self.cfg, self.store, self.mesh.host, train_step, state,
-                                   t.profile_batches)
+            at_start = self.mesh.put_scalar(0)
+            facts = timing.measure(self.workload, self.cfg, self.store, self.mesh.host,
+                                   lambda state, batch: train_step(state, batch, at_start), state, t.profile_batches)
             log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,
                      facts.downstream_s_per_step, facts.ratio)
 
@@ -229,23 +244,29 @@ class Trainer:
         elif self.writer:
             self.run_dir.start(self.cfg)
         losses = [jnp.asarray(x) for x in loop.pending_losses]
-        bar = tqdm(total=t.max_steps, initial=loop.step, unit="step", leave=False,
+        fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
+        count = self.mesh.total(fresh.count)
+        # Progress in the budget's unit: fresh examples unless only a step cap is given.
+        bar = tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else loop.step,
+                   unit="fresh" if t.max_fresh_examples else "step", leave=False,
                    disable=not (self.writer and t.progress and sys.stderr.isatty()))
         start = time.perf_counter() - loop.elapsed_s
         step = loop.step
         last_save = time.perf_counter()
-        while step < t.max_steps and not loop.stop:
+        while not loop.stop:
             batch = {k: v.numpy() for k, v in next(iterator).items()}
             if loop.startup_s is None:  # the shuffle buffer is full: the steady state begins
                 loop.startup_s = time.perf_counter() - start
+            position = count if fresh_units else step
             fresh.update(batch.pop("read_id"))
-            state, loss = train_step(state, self.mesh.put_batch(batch))
+            state, loss = train_step(state, self.mesh.put_batch(batch), self.mesh.put_scalar(position))
             losses.append(loss)
             step += 1
-            bar.update()
-            count = self.mesh.total(fresh.count)
-            budget_spent = t.max_fresh_examples is not None and count >= t.max_fresh_examples
-            if count >= loop.next_eval or step == t.max_steps or budget_spent:
+            before, count = count, self.mesh.total(fresh.count)
+            bar.update(count - before if t.max_fresh_examples else 1)
+            budget_spent = ((t.max_fresh_examples is not None and count >= t.max_fresh_examples)
+                            or (t.max_steps is not None and step >= t.max_steps))
+            if count >= loop.next_eval or budget_spent:
                 self._evaluate(state, step, count, losses, loop, start, bar)
                 losses = []
                 loop.stop = loop.stop or budget_spent
@@ -266,7 +287,7 @@ class Trainer:
         t = self.t
         by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
         by_time = t.checkpoint_every_seconds and time.perf_counter() - last_save >= t.checkpoint_every_seconds
-        return bool(by_steps or by_time or stopping or step == t.max_steps)
+        return bool(by_steps or by_time or stopping)
 
     def _evaluate(self, state, step: int, count: int, losses: list, loop: LoopState, start: float, bar) -> None:
         # Waits for the last step. On the host: stacking on the device would compile a program per list length.
@@ -284,7 +305,7 @@ class Trainer:
         target = self.workload.target
         row = {"step": step, "fresh_examples": count, "examples_trained": step * self.batch_size,
                "elapsed_s": elapsed_s, "wall_time_s": train_s, "eval_time_s": loop.eval_s,
-               "train_loss": train_loss, "learning_rate": float(self.learning_rate(step - 1)), **metrics}
+               "train_loss": train_loss, "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
         if self.writer:
             self.run_dir.append_metrics(row)
         shown = metrics.get(target.metric, math.nan)
@@ -303,6 +324,12 @@ class Trainer:
             log.info("reached %s %s %s at step %d with %d fresh examples", target.metric,
                      ">=" if target.mode == "max" else "<=", target.value, step, count)
             loop.stop = self.t.stop_at_target
+        elif loop.to_target is None and self.prune is not None:
+            best = self.prune()
+            if best is not None and count >= best:  # it could reach the target only past the study's best
+                loop.status, loop.stop = "pruned", True
+                log.info("pruned at %d fresh examples: this study's best trial reached the target with %d", count,
+                         best)
 
     def _result(self, loop: LoopState, step: int, count: int, elapsed_s: float, compile_s: float,
                 facts: Optional[timing.Timing]) -> dict[str, Any]:
@@ -323,7 +350,6 @@ class Trainer:
             "compile_time_s": compile_s,
             "devices": self.mesh.devices,
             "precision": self.t.precision,
-            "target": self.workload.target.as_dict(),
             **(loop.to_target or {"fresh_examples_to_target": None, "steps_to_target": None,
                                   "seconds_to_target": None}),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},

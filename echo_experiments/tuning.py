@@ -39,6 +39,15 @@ def scale(u: float, low: float, high: float, kind: str) -> float | int:
     return float(low + u * (high - low))
 
 
+def unit_position(value: float, low: float, high: float, kind: str) -> float:
+    """Where ``value`` lies in [low, high] on the dimension's scale: 0 at low, 1 at high (``scale``'s inverse)."""
+    if kind == "log":
+        return (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
+    if kind == "log_one_minus":
+        return (math.log(1 - value) - math.log(1 - low)) / (math.log(1 - high) - math.log(1 - low))
+    return (value - low) / (high - low)
+
+
 def trial_values(space: list[Any], study: int, trial: int, seed: int = 0, sampler: str = "halton") -> dict[str, Any]:
     """The metaparameter values of one trial: {dotted config key: value}."""
     u = unit_point(len(space), study, trial, seed, sampler)

@@ -24,11 +24,11 @@ CASES = [
     (["echo.placement=none", "echo.factor=2"],
      "echo.placement=none is not allowed: echo.factor=2 needs an echo point: one of before_augmentation, "
      "after_augmentation, before_batching, after_batching"),
-    (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
-    (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: an integer >= 0 (0 = no shuffle after the echo stage)"),
+    (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: null (the default: 10 x ceil(e) x batch examples after example echoing, none after batch echoing) or an integer >= 0 (0 = no shuffle after the echo stage)"),
+    (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: null (the default: 10 x ceil(e) x batch examples after example echoing, none after batch echoing) or an integer >= 0 (0 = no shuffle after the echo stage)"),
     (["seed=-3"], "seed=-3 is not allowed: an integer in [0, 2147483647]"),
     (["seed=x"], "seed=x is not allowed: an integer in [0, 2147483647]"),
-    (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: an integer >= 1"),
+    (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: null or an integer >= 1"),
     (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
     (["trainer.eval_every_fresh_examples=many"],
      "trainer.eval_every_fresh_examples=many is not allowed: an integer >= 1"),
@@ -36,8 +36,18 @@ CASES = [
     (["optimizer.momentum=1"], "optimizer.momentum=1 is not allowed: a real number in [0, 1)"),
     (["optimizer.schedule=cosine"],
      "optimizer.schedule=cosine is not allowed: one of constant, linear_decay, piecewise_exponential"),
-    (["optimizer.decay_boundaries=[300,200]"],
-     "optimizer.decay_boundaries=[300, 200] is not allowed: a list of increasing integers >= 1"),
+    (["optimizer.decay_boundaries_fresh_examples=[300,200]"],
+     "optimizer.decay_boundaries_fresh_examples=[300, 200] is not allowed: a list of increasing integers >= 1 "
+     "(fresh examples after the warmup)"),
+    (["optimizer.warmup_steps=100", "optimizer.decay_fresh_examples=6400"],
+     "optimizer.warmup_steps=100 is not allowed: null while optimizer.decay_fresh_examples is set: a schedule is in "
+     "fresh examples or in steps, not both"),
+    (["trainer.max_fresh_examples=null"],
+     "trainer.max_fresh_examples=null is not allowed: an integer >= 1 unless trainer.max_steps is set (a run needs "
+     "a budget)"),
+    (["trainer.max_fresh_examples=null", "trainer.max_steps=100"],
+     "optimizer.decay_fresh_examples=null is not allowed: an integer >= 1 unless trainer.max_fresh_examples is set "
+     "(a linear decay needs a length)"),
     (["optimizer.decay_factor=0"], "optimizer.decay_factor=0 is not allowed: a real number in (0, 1]"),
     (["workload.batch_size=0"], "workload.batch_size=0 is not allowed: an integer >= 1"),
     (["workload.model.depth=9"],

@@ -32,7 +32,7 @@ def test_resnet32_is_the_046M_cifar_network():
 
 
 def test_cifar10_pipeline_and_evaluation(tmp_path):
-    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "workload.batch_size=4", "workload.shuffle_buffer=16",
+    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "echo.shuffle_buffer=0", "workload.batch_size=4", "workload.shuffle_buffer=16",
                          "workload.eval_batch_size=4", "workload.model.depth=8", f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=12):
         workload = make(cfg.workload, tmp_path)

@@ -118,6 +118,16 @@ def test_example_echo_shuffle_spreads_copies_across_batches(workload):
     assert fresh_and_delivered(shuffled) == (N, 2 * N)
 
 
+def test_the_default_echo_shuffle_spreads_copies_and_zero_keeps_them_adjacent(workload):
+    dups = lambda out: sum(B - len(set(b["read_id"].tolist())) for b in out)  # noqa: E731
+    adjacent = batches(workload, "after_augmentation", 2, shuffle=0)
+    default = batches(workload, "after_augmentation", 2, shuffle=None)  # 10 x 2 x 8 = 160 examples
+    assert dups(adjacent) == N  # unshuffled, every example meets its copy in its batch: a batch of B/e
+    _copy_pairs(adjacent)  # copies at positions 2k, 2k+1
+    assert dups(default) < N // 4  # e-1 copies x B/S: about 4 of 64 here
+    assert fresh_and_delivered(default) == (N, 2 * N)
+
+
 def test_pipeline_is_reproducible_for_a_seed(workload):
     a = batches(workload, "before_augmentation", 1.5, shuffle=16, seed=5)
     b = batches(workload, "before_augmentation", 1.5, shuffle=16, seed=5)

@@ -43,6 +43,7 @@ def report(tmp_path_factory):
     make_run(runs, "e0b", **e2, trial=1, fresh=500, seconds=7.0, steps=16, best=0.83)
     make_run(runs, "e1a", **e2, study=1, trial=0, status="not_reached", best=0.7)
     make_run(runs, "e1b", **e2, study=1, trial=1, status="diverged", best=0.1)
+    make_run(runs, "e1c", **e2, study=1, trial=2, status="pruned", best=0.75)
     make_run(runs, "e2a", **e2, study=2, trial=0, fresh=700, seconds=5.0, steps=22)
     # Batch echoing outside any study (a one-trial study), with an echo shuffle.
     make_run(runs, "batch", placement="after_batching", factor=2.0, shuffle=4, study=None, trial=None,
@@ -71,18 +72,20 @@ def table(out, name):
 
 def test_fresh_examples_to_target_table(report):
     t = table(report, "fresh_examples_to_target.csv")
-    assert list(t.columns) == ["n_studies", "n_trials", "n_reached", "median", "min", "max", "ratio_to_baseline"]
+    counts = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
+    assert list(t.columns) == [*counts, "median", "min", "max", "ratio_to_baseline"]
     assert len(t) == 5
     base = t.loc[("w", "none", 1.0, 64, 0)]
-    assert base.tolist() == [2, 5, 2, 1000.0, 800.0, 1200.0, 1.0]
+    assert base.tolist() == [2, 2, 5, 3, 0, 1000.0, 800.0, 1200.0, 1.0]
     e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
-    assert e2[["n_studies", "n_trials", "n_reached", "median", "min"]].tolist() == [3, 5, 2, 700.0, 500.0]
+    # Study 1 never reached (one trial not reached, one diverged, one pruned): 2 of 3 studies, 3 of 6 trials.
+    assert e2[[*counts, "median", "min"]].tolist() == [3, 2, 6, 3, 1, 700.0, 500.0]
     assert math.isinf(e2["max"])  # a study that never reached is not counted as zero
     assert e2["ratio_to_baseline"] == pytest.approx(1000 / 700)
     batch = t.loc[("w", "after_batching", 2.0, 64, 4)]
-    assert batch.tolist() == [1, 1, 1, 900.0, 900.0, 900.0, pytest.approx(1000 / 900)]
+    assert batch.tolist() == [1, 1, 1, 1, 0, 900.0, 900.0, 900.0, pytest.approx(1000 / 900)]
     never = t.loc[("w", "before_augmentation", 4.0, 64, 0)]
-    assert never[["n_studies", "n_trials", "n_reached"]].tolist() == [1, 1, 0]
+    assert never[counts].tolist() == [1, 0, 1, 0, 0]
     assert all(math.isinf(never[c]) for c in ("median", "min", "max")) and never["ratio_to_baseline"] == 0
     no_baseline = t.loc[("v", "after_batching", 2.0, 32, 0)]
     assert no_baseline[["median", "min", "max"]].tolist() == [300.0, 300.0, 300.0]
@@ -91,8 +94,8 @@ def test_fresh_examples_to_target_table(report):
 
 def test_speedups_table(report):
     t = table(report, "speedups.csv")
-    assert list(t.columns) == ["n_studies", "n_trials", "n_reached", "median_seconds", "min_seconds",
-                               "max_seconds", "speedup", "R", "ideal_speedup"]
+    assert list(t.columns) == ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned",
+                               "median_seconds", "min_seconds", "max_seconds", "speedup", "R", "ideal_speedup"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the fastest trial to target: study 0 -> 10 s, study 1 -> 8 s.
     assert base[["median_seconds", "min_seconds", "max_seconds", "speedup"]].tolist() == [9.0, 8.0, 10.0, 1.0]
@@ -132,13 +135,15 @@ def test_best_trials_and_ties(report):
 def test_final_performance_is_the_best_metric_per_study(report):
     t = table(report, "final_performance.csv")
     e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
-    # study 0: max(0.81, 0.83); study 1: max(0.7, 0.1); study 2: 0.85.
-    assert e2[["metric", "n_studies", "median", "min", "max"]].tolist() == ["accuracy", 3, 0.83, 0.7, 0.85]
+    # study 0: max(0.81, 0.83); study 1: max(0.7, 0.1, 0.75); study 2: 0.85.
+    assert e2[["metric", "n_studies", "median", "min", "max"]].tolist() == ["accuracy", 3, 0.83, 0.75, 0.85]
 
 
 def test_runs_that_cannot_be_counted_are_listed_with_the_reason(report):
-    skipped = dict(pd.read_csv(report / "skipped.csv").apply(lambda r: (r.path.rsplit("/", 1)[1], r.reason), axis=1)
-                   .tolist())
+    rows = pd.read_csv(report / "skipped.csv")
+    # Paths are relative to the reporter's input, so a committed skipped.csv names no machine's folders.
+    assert not any(p.startswith("/") for p in rows.path)
+    skipped = dict(zip((p.rsplit("/", 1)[-1] for p in rows.path), rows.reason))
     assert skipped["interrupted"] == "interrupted: no summary.json"
     assert skipped["broken"].startswith("malformed summary.json")
     assert skipped["partial"].startswith("summary.json lacks placement, echo_factor")
@@ -154,7 +159,7 @@ def test_report_has_figures_and_tables(report):
     for fig in ("fresh_examples_at_e2", "fresh_examples_vs_echo_factor", "best_trial_curves"):
         assert {f"{fig}.png", f"{fig}.svg"} <= names
     text = (report / "report.md").read_text()
-    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 5 | 2 | 700 | 500 | not reached | 1.43 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 | 500 | not reached | 1.43 |" in text
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from conftest import compose_config
 from echo_experiments.data.echo import FreshCounter
+from echo_experiments import optim
 from echo_experiments.data import stream
 from echo_experiments.cli import check_command_line
 from echo_experiments.runs import RunDir
@@ -25,7 +26,8 @@ from echo_experiments.workloads import make
 from conftest import FAST
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
-SHORT = [*FAST, "echo=before_augmentation", "trainer.max_steps=60", "trainer.eval_every_fresh_examples=320",
+SHORT = [*FAST, "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=60",
+         "trainer.eval_every_fresh_examples=320",
          "workload.target.value=0.99", "trainer.profile_batches=0"]
 
 
@@ -138,15 +140,13 @@ def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     workload = make(cfg.workload, data_dir)
     batch = next(stream.build(workload, cfg).as_numpy_iterator())
     batch.pop("read_id")
-    import optax
-
-    tx = optax.sgd(0.05, 0.9)
+    tx, schedule = optim.optimizer(cfg.optimizer), optim.schedule(cfg.optimizer, cfg.trainer)
     params, model_state = workload.init(jax.random.PRNGKey(0))
     losses = {}
     for name, dtype in (("float32", jnp.float32), ("bfloat16", jnp.bfloat16)):
         workload.compute_dtype = dtype
         state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), jax.random.PRNGKey(1))
-        new, losses[name] = jax.jit(make_train_step(workload, tx, dtype))(state, batch)
+        new, losses[name] = jax.jit(make_train_step(workload, tx, schedule, dtype))(state, batch, np.int32(0))
         assert all(x.dtype == jnp.float32 for x in jax.tree.leaves((new.params, new.model_state, new.opt_state))
                    if jnp.issubdtype(x.dtype, jnp.floating))
     workload.compute_dtype = jnp.float32

@@ -48,7 +48,7 @@ def test_emulated_store_keeps_records_and_order(data_dir):
 @pytest.mark.parametrize("storage", ["storage=http", "storage=emulated"])
 def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, storage):
     summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
-                                 "echo=before_augmentation", "trainer.max_steps=20",
+                                 "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=20",
                                  "trainer.eval_every_fresh_examples=160", "workload.target.value=0.99",
                                  "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path)
     assert summary["status"] == "not_reached" and summary["steps"] == 20

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from omegaconf import OmegaConf
@@ -120,3 +121,34 @@ PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experime
 def test_every_preset_sweeps_only_valid_jobs(preset):
     # One trial of one study: the swept conditions are what a preset adds.
     assert check_command_line(["-m", f"experiment={preset}", "tuning.studies=1", "tuning.trials=1"]) is None
+
+
+def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials(tmp_path):
+    """One study of five real trials, run with pruning and without: the best trial is the same, the pruned
+    trials stopped at or past the best's fresh examples, and the reporter counts them."""
+    from echo_experiments.report.__main__ import main as report
+
+    study = [*FAST, "tuning.study=0", "tuning.seed=3", "workload.target.value=0.9", "trainer.profile_batches=0"]
+    outcome = {}
+    for prune in ("true", "false"):
+        for trial in range(5):
+            run(compose_config(*study, f"tuning.trial={trial}", f"tuning.prune={prune}"),
+                tmp_path / prune / f"trial={trial}")
+        outcome[prune] = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / prune).glob("*/summary.json")}
+    best = {k: min(s["fresh_examples_to_target"] for s in v.values() if s["status"] == "reached_target")
+            for k, v in outcome.items()}
+    assert best["true"] == best["false"]
+    pruned = [s for s in outcome["true"].values() if s["status"] == "pruned"]
+    assert pruned, "this study should prune at least one trial"
+    assert all(s["fresh_examples"] >= best["true"] and s["fresh_examples_to_target"] is None for s in pruned)
+    assert not any(s["status"] == "pruned" for s in outcome["false"].values())
+    for name, s in outcome["true"].items():  # a pruned trial's unpruned twin never beat the best
+        twin = outcome["false"][name]
+        if s["status"] == "pruned":
+            assert twin["status"] != "reached_target" or twin["fresh_examples_to_target"] >= best["true"]
+        else:
+            assert (s["status"], s["fresh_examples_to_target"]) == (twin["status"], twin["fresh_examples_to_target"])
+    assert report([str(tmp_path / "true"), "--out", str(tmp_path / "report")]) == 0
+    table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
+    assert table[["n_studies", "n_trials", "n_trials_pruned", "median"]].values.tolist() == [
+        [1, 5, len(pruned), best["true"]]]

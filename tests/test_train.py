@@ -41,7 +41,7 @@ def test_run_stops_at_its_target_and_records_fresh_examples_to_target(tmp_path):
 
 @pytest.mark.parametrize("echo,fresh_after", [
     # Example echoing, factor 2, no echo shuffle: copies are adjacent, so a batch of 32 holds 16 fresh examples.
-    (["echo=before_augmentation"], lambda step: 16 * step),
+    (["echo=before_augmentation", "echo.shuffle_buffer=0"], lambda step: 16 * step),
     # Batch echoing, factor 2: a fresh batch of 32 every other step.
     (["echo=after_batching"], lambda step: 32 * math.ceil(step / 2)),
 ])
@@ -54,6 +54,33 @@ def test_echoed_runs_count_fresh_examples_exactly(tmp_path, echo, fresh_after):
     assert summary["examples_trained"] == 50 * 32
     for r in rows:
         assert r["fresh_examples"] == fresh_after(r["step"])
+
+
+@pytest.mark.parametrize("factor", [1, 2, 4])
+def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh_counts(tmp_path, monkeypatch,
+                                                                                          factor):
+    from echo_experiments import optim, parallel
+
+    positions = []
+    put = parallel.Parallel.put_scalar
+    monkeypatch.setattr(parallel.Parallel, "put_scalar", lambda self, v: (positions.append(v), put(self, v))[1])
+    args = ["echo=before_augmentation", f"echo.factor={factor}", "echo.shuffle_buffer=0", "optimizer.schedule=linear_decay",
+            "optimizer.final_fraction=0.1", "optimizer.warmup_fresh_examples=512", "trainer.max_fresh_examples=4096",
+            "workload.target.value=0.999", "trainer.profile_batches=0"]
+    summary, rows = train(tmp_path, *args)
+    fresh_per_step = 32 // factor
+    # The schedule's position is the fresh examples trained on before each step, not the step count.
+    assert positions == [fresh_per_step * k for k in range(summary["steps"])]
+    # The budget and the evaluations fall on the same fresh counts for every factor: e times the steps.
+    assert summary["fresh_examples"] == 4096 and summary["steps"] == 4096 // fresh_per_step
+    assert [r["fresh_examples"] for r in rows] == [1024, 2048, 3072, 4096]
+    # The rate each row reports is the schedule's at the position of that row's last step.
+    schedule = optim.schedule(compose_config(*FAST, *args).optimizer, compose_config(*FAST, *args).trainer)
+    assert schedule.unit == "fresh_examples"
+    for r in rows:
+        assert r["learning_rate"] == pytest.approx(float(schedule(r["fresh_examples"] - fresh_per_step)), rel=1e-6)
+    # So at a given fresh count every factor has the same rate: warmup over 512, decay to 0.01 at 4096.
+    assert float(schedule(256)) == pytest.approx(0.05) and float(schedule(512 + 4096)) == pytest.approx(0.01)
 
 
 def test_a_diverging_run_stops_cleanly_and_says_so(tmp_path):

@@ -13,6 +13,7 @@ the baseline is exactly the plain pipeline. The trainer, the profiler, the bench
 all build their streams with it.
 """
 
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
@@ -41,14 +42,34 @@ class Host:
 
 @dataclass(frozen=True)
 class Echo:
-    """An echo stage: ``placement`` (a Placement value), ``factor``, ``shuffle_buffer`` (0 = none)."""
+    """An echo stage: ``placement`` (a Placement value), ``factor``, ``shuffle_buffer`` (None = the default)."""
 
     placement: str = "none"
     factor: float = 1.0
-    shuffle_buffer: int = 0
+    shuffle_buffer: Optional[int] = None
 
 
 NO_ECHO = Echo()
+# The default shuffle after example echoing holds this many batches of copies.
+ECHO_SHUFFLE_BATCHES = 10
+
+
+def echo_shuffle_buffer(echo_cfg: Any, batch_size: int) -> int:
+    """The size of the shuffle right after the echo stage: as configured, else the default rule.
+
+    After example echoing the e copies of an example leave the echo stage one after another; unshuffled
+    they land in one batch, and with a mean loss and batch statistics that copies do not change, that step
+    is the baseline's step at batch B/e, not echoing. A uniform shuffle buffer of S elements sends two
+    copies into the same batch with probability about B/S, so the default S = 10 x ceil(e) x B (ten batches
+    of copies) leaves an example about (e-1)/(10e) < 10% chance of meeting a copy of itself in its batch.
+    Batch echoing repeats whole batches, as in the paper, unshuffled by default. Factor 1: no echo stage."""
+    if echo_cfg.factor == 1:
+        return 0
+    if echo_cfg.shuffle_buffer is not None:
+        return int(echo_cfg.shuffle_buffer)
+    if Placement(echo_cfg.placement).echoes_batches:
+        return 0
+    return ECHO_SHUFFLE_BATCHES * math.ceil(echo_cfg.factor) * int(batch_size)
 
 
 def stage_seed(seed: int, stage: str) -> int:
@@ -80,7 +101,8 @@ def build(workload: Any, cfg: Any, *, store: Any = None, host: Host = Host(), ec
         if hand_over == name:
             ds = _from_service(ds, service, host, local_batch, batched)
         if placement.point == name:
-            ds = _echo(ds, echo_cfg, seed, chunk=1 if batched else CHUNK)
+            ds = _echo(ds, echo_cfg.factor, echo_shuffle_buffer(echo_cfg, cfg.workload.batch_size), seed,
+                       chunk=1 if batched else CHUNK)
         return ds
 
     if records is None:
@@ -116,11 +138,11 @@ def _augment(ds: tf.data.Dataset, workload: Any, seed: int) -> tf.data.Dataset:
     return ds.enumerate().map(lambda i, x: fn(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE)
 
 
-def _echo(ds: tf.data.Dataset, echo_cfg: Any, seed: int, chunk: int) -> tf.data.Dataset:
+def _echo(ds: tf.data.Dataset, factor: float, shuffle_buffer: int, seed: int, chunk: int) -> tf.data.Dataset:
     # A batch is already a chunk of examples: batches are echoed one at a time (see echo()).
-    ds = echo(ds, float(echo_cfg.factor), stage_seed(seed, "echo"), chunk=chunk)
-    if echo_cfg.shuffle_buffer > 0:
-        ds = ds.shuffle(int(echo_cfg.shuffle_buffer), seed=stage_seed(seed, "echo_shuffle"))
+    ds = echo(ds, float(factor), stage_seed(seed, "echo"), chunk=chunk)
+    if shuffle_buffer > 0:
+        ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
     return ds
 
 

@@ -25,21 +25,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them (any depth)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the report")
     args = parser.parse_args(argv)
-    trials, curves, skipped = collect(args.runs)
+    trials, curves, search, skipped = collect(args.runs)
     for s in skipped:
         print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
     if trials.empty:
         print(f"error: no complete run directory under {', '.join(map(str, args.runs))}", file=sys.stderr)
         return 1
-    written = write_report(trials, curves, skipped, args.out, command=" ".join(["python -m echo_experiments.report",
+    written = write_report(trials, curves, search, skipped, args.out, command=" ".join(["python -m echo_experiments.report",
                                                                                  *(argv or sys.argv[1:])]))
     print(f"{len(trials)} runs ({len(skipped)} skipped) -> {args.out}: {', '.join(written)}")
     return 0
 
 
-def write_report(trials: pd.DataFrame, curves: pd.DataFrame, skipped: list, out: Path, command: str) -> list[str]:
+def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFrame, skipped: list, out: Path,
+                 command: str) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     fresh = tables.fresh_examples_to_target(trials)
+    bounds = tables.search_bounds(trials, search)
     speed = tables.speedups(trials)
     final = tables.final_performance(trials)
     best = tables.best_trials(trials)
@@ -47,7 +49,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, skipped: list, out:
     curve_rows = (best.merge(target, left_on="best_path", right_on="path")
                   .merge(curves, on="path") if not curves.empty else pd.DataFrame())
     outputs = {"fresh_examples_to_target.csv": fresh, "speedups.csv": speed, "final_performance.csv": final,
-               "trials.csv": trials, "curves.csv": curve_rows,
+               "trials.csv": trials, "curves.csv": curve_rows, "search_bounds.csv": bounds,
                "skipped.csv": pd.DataFrame([vars(s) for s in skipped], columns=["path", "reason"])}
     for name, frame in outputs.items():
         frame.to_csv(out / name, index=False)
@@ -57,11 +59,11 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, skipped: list, out:
         for ext in ("png", "svg"):
             fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120)
         plt.close(fig)
-    (out / "report.md").write_text(markdown(fresh, speed, final, trials, skipped, drawn, command))
+    (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 
-def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
+def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str) -> str:
     counts = {c: "count" for c in ("median", "min", "max")}
     seconds = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds")}
     parts = [
@@ -71,6 +73,9 @@ def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
         "Each condition's value is the median over studies of the study's best trial (the trial that reached the "
         "target with the fewest fresh examples); min and max are over studies. A study that never reached the "
         "target counts as not reached (infinitely many fresh examples), never as zero. "
+        "n_studies counts studies and n_studies_reached those whose best trial reached the target; n_trials counts "
+        "trials (runs), n_trials_reached those that reached it and n_trials_pruned those stopped once they could no "
+        "longer be their study's best. "
         "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
         "## Fresh examples to target\n", table(fresh, counts),
         "## Seconds to target and speedup\n",
@@ -79,6 +84,11 @@ def markdown(fresh, speed, final, trials, skipped, drawn, command: str) -> str:
         "R = upstream / downstream time per step, where the runs measured it.\n",
         table(speed, seconds),
         "## Best metric reached (final performance)\n", table(final, {}),
+        "## Best trials at a bound of the search space\n",
+        (f"{int(bounds['at_bound'].sum())} of {len(bounds)} tuned values of the studies' best trials lie within "
+         f"{tables.BOUND_MARGIN:.0%} of an end of their range (on its scale); a value there means the range "
+         "should be wider.\n"),
+        table(bounds[bounds["at_bound"]], {}) if bounds["at_bound"].any() else "",
     ]
     if drawn:
         parts.append("## Figures\n")

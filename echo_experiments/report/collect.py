@@ -2,7 +2,8 @@
 
 A directory counts as a run when it holds any of the run files (config.yaml, metrics.jsonl, summary.json).
 Runs that cannot be counted (interrupted, malformed, incomplete) are returned as :class:`Skipped` with the
-reason, never silently dropped.
+reason, never silently dropped. A run is named by its path relative to the folder it was found under
+(prefixed with that folder's name when several are given), so no table holds a path of the machine.
 """
 
 import json
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pandas as pd
+import yaml
 
 from echo_experiments.runs import CONFIG, METRICS, STATUSES, SUMMARY
+from echo_experiments.tuning import unit_position
 
 REQUIRED = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
             "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
@@ -27,19 +30,23 @@ class Skipped:
     reason: str
 
 
-def run_dirs(paths: Iterable[Path | str]) -> Iterator[Path]:
-    """Every run directory under the given paths, each once, in sorted order."""
-    found: set[Path] = set()
-    for root in map(Path, paths):
+def run_dirs(paths: Iterable[Path | str]) -> Iterator[tuple[Path, str]]:
+    """Every run directory under the given paths, each once, in sorted order, with the name it is shown by."""
+    roots = [Path(p) for p in paths]
+    found: dict[Path, str] = {}
+    for root in roots:
         if not root.exists():
             continue
+        base = root.resolve()
         candidates = [root] if root.is_dir() else []
         candidates += [p.parent for name in (SUMMARY, METRICS, CONFIG) for p in root.rglob(name)]
         for d in candidates:
             if ".hydra" in d.parts or not any((d / name).exists() for name in (SUMMARY, METRICS, CONFIG)):
                 continue
-            found.add(d.resolve())
-    yield from sorted(found)
+            relative = d.resolve().relative_to(base).as_posix()
+            name = f"{base.name}/{relative}" if len(roots) > 1 or relative == "." else relative
+            found.setdefault(d.resolve(), name.removesuffix("/."))
+    yield from sorted(found.items())
 
 
 def _read_summary(directory: Path) -> dict[str, Any]:
@@ -84,34 +91,55 @@ def _read_metrics(directory: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, list[Skipped]]:
-    """(trials, curves, skipped): one trial row per complete run, its metric rows, and what was left out."""
-    trials, curves, skipped = [], [], []
-    for directory in run_dirs(paths):
+def _search(directory: Path, name: str) -> list[dict[str, Any]]:
+    """A study trial's drawn values, each with where it lies in its search range (0 = low, 1 = high)."""
+    try:
+        config = yaml.safe_load((directory / CONFIG).read_text())
+        rows = []
+        for d in config["workload"]["search_space"]:
+            value = config
+            for part in d["key"].split("."):
+                value = value[part]
+            rows.append({"path": name, "key": d["key"], "value": value, "low": d["low"], "high": d["high"],
+                         "scale": d["scale"], "position": unit_position(float(value), float(d["low"]),
+                                                                       float(d["high"]), d["scale"])})
+        return rows
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return []  # a trial without a readable config: its search position is unknown, not guessed
+
+
+def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Skipped]]:
+    """(trials, curves, search, skipped): one trial row per complete run, its metric rows, each study trial's
+    drawn values with their place in the search range, and what was left out."""
+    trials, curves, skipped, search = [], [], [], []
+    for directory, name in run_dirs(paths):
         try:
             summary = _read_summary(directory)
             rows = _read_metrics(directory)
         except ValueError as e:
-            skipped.append(Skipped(str(directory), str(e)))
+            skipped.append(Skipped(name, str(e)))
             continue
         target = summary["target"]
         values = [r[target["metric"]] for r in rows if _is_number(r.get(target["metric"]))]
         best = (max if target["mode"] == "max" else min)(values) if values else math.nan
         trials.append({
             **{k: summary[k] for k in REQUIRED if k != "target"},
-            "study_key": _study_key(summary, directory),
+            "study_key": _study_key(summary, name),
             "target_metric": target["metric"], "target_value": target["value"], "target_mode": target["mode"],
             "best_metric": best,
             **{k: summary.get(k) for k in TIMING},
-            "path": str(directory),
+            "path": name,
         })
-        curves += [{"path": str(directory), **r} for r in rows]
+        curves += [{"path": name, **r} for r in rows]
+        if summary["study"] is not None:
+            search += _search(directory, name)
     trials, curves = pd.DataFrame(trials), pd.DataFrame(curves)
     trials, off_target = _one_target_per_workload(trials)
     if off_target:
         skipped += off_target
         curves = curves[curves["path"].isin(trials["path"])]
-    return trials, curves, skipped
+    search = pd.DataFrame(search, columns=["path", "key", "value", "low", "high", "scale", "position"])
+    return trials, curves, search[search["path"].isin(trials["path"])] if len(trials) else search, skipped
 
 
 def _one_target_per_workload(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[Skipped]]:
@@ -126,8 +154,8 @@ def _one_target_per_workload(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[S
     return trials[keep].reset_index(drop=True), skipped
 
 
-def _study_key(summary: dict[str, Any], directory: Path) -> str:
+def _study_key(summary: dict[str, Any], name: str) -> str:
     """Trials of one search share a key; a run outside a study is a one-trial study of its own."""
     if summary["study"] is None:
-        return f"run:{directory}"
+        return f"run:{name}"
     return f"study:{summary.get('tuning_seed', 0)}:{summary['study']}"

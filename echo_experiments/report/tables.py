@@ -11,8 +11,12 @@ import math
 import numpy as np
 import pandas as pd
 
-CONDITION = ["workload", "placement", "echo_factor", "batch_size", "shuffle_buffer"]
+from echo_experiments.runs import CONDITION as _CONDITION
+
+CONDITION = list(_CONDITION)
 INF = math.inf
+# Counts of studies and of trials, named so that neither reads as the other.
+COUNTS = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
 
 
 def study_bests(trials: pd.DataFrame) -> pd.DataFrame:
@@ -27,8 +31,10 @@ def study_bests(trials: pd.DataFrame) -> pd.DataFrame:
     t["seconds"] = t["seconds_to_target"].where(reached, INF).astype(float)
     t["trial_order"] = t["trial"].fillna(-1)
     t = t.sort_values(["fresh", "steps", "seconds", "trial_order", "path"], kind="stable")
+    t["is_reached"], t["is_pruned"] = reached, t["status"] == "pruned"
     groups = t.groupby(CONDITION + ["study_key"], sort=True)
-    out = groups.agg(n_trials=("path", "size"), fresh=("fresh", "first"), best_path=("path", "first"),
+    out = groups.agg(n_trials=("path", "size"), n_trials_reached=("is_reached", "sum"),
+                     n_trials_pruned=("is_pruned", "sum"), fresh=("fresh", "first"), best_path=("path", "first"),
                      seconds=("seconds", "min")).reset_index()
     out["reached"] = np.isfinite(out["fresh"])
     return out
@@ -38,10 +44,12 @@ def _summarise(bests: pd.DataFrame, column: str) -> pd.DataFrame:
     rows = []
     for key, g in bests.groupby(CONDITION, sort=True):
         values = g[column].to_numpy(dtype=float)
-        rows.append({**dict(zip(CONDITION, key)), "n_studies": len(g), "n_trials": int(g["n_trials"].sum()),
-                     "n_reached": int(np.isfinite(values).sum()), "median": float(np.median(values)),
+        rows.append({**dict(zip(CONDITION, key)), "n_studies": len(g),
+                     "n_studies_reached": int(np.isfinite(values).sum()), "n_trials": int(g["n_trials"].sum()),
+                     "n_trials_reached": int(g["n_trials_reached"].sum()),
+                     "n_trials_pruned": int(g["n_trials_pruned"].sum()), "median": float(np.median(values)),
                      "min": float(values.min()), "max": float(values.max())})
-    return pd.DataFrame(rows, columns=CONDITION + ["n_studies", "n_trials", "n_reached", "median", "min", "max"])
+    return pd.DataFrame(rows, columns=CONDITION + COUNTS + ["median", "min", "max"])
 
 
 def _ratio(baseline: float, value: float) -> float:
@@ -59,9 +67,10 @@ def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
 
 
 def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per condition: studies, trials, studies that reached the target, median/min/max fresh examples to
-    target over studies, and ratio_to_baseline = baseline median / this median (baseline: factor 1, same
-    workload and batch size; empty when there is none)."""
+    """Per condition: studies (and those whose best trial reached the target), trials (and those that reached
+    it, and those pruned), median/min/max over studies of the best fresh examples to target, and
+    ratio_to_baseline = baseline median / this median (baseline: factor 1, same workload and batch size;
+    empty when there is none)."""
     table = _summarise(study_bests(trials), "fresh")
     base = _baseline_medians(table)
     table["ratio_to_baseline"] = [
@@ -116,3 +125,21 @@ def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition, the trial whose curve is drawn: the best trial of the condition's best study."""
     bests = study_bests(trials).sort_values(["fresh", "seconds", "best_path"], kind="stable")
     return bests.groupby(CONDITION, sort=True).first().reset_index()[CONDITION + ["best_path"]]
+
+
+# A study's best trial whose value lies this close to an end of its range (on the range's scale) sits on a
+# bound: the search space should be wider there (PROTOCOL.md).
+BOUND_MARGIN = 0.05
+
+
+def search_bounds(trials: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
+    """Per study whose best trial reached the target: that trial's tuned values, where each lies in its range
+    (``position``: 0 = low, 1 = high) and whether it sits on a bound (within BOUND_MARGIN of an end)."""
+    columns = CONDITION + ["study_key", "key", "value", "low", "high", "scale", "position", "at_bound"]
+    if trials.empty or search.empty:
+        return pd.DataFrame(columns=columns)
+    bests = study_bests(trials)
+    rows = bests[bests["reached"]][CONDITION + ["study_key", "best_path"]].merge(
+        search, left_on="best_path", right_on="path")
+    rows["at_bound"] = (rows["position"] < BOUND_MARGIN) | (rows["position"] > 1 - BOUND_MARGIN)
+    return rows[columns]
