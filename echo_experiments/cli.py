@@ -95,12 +95,18 @@ def check_command_line(argv: list[str], jobs: Optional[list[int]] = None) -> Opt
         return None
     if args.config_path or args.config_dir:
         return None  # a user config tree: each job still validates itself
-    from echo_experiments.tuning import run_config  # imports the tasks (TensorFlow, JAX)
+    from echo_experiments.tuning import run_config
 
+    tasks = set()
     try:
         for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
                                jobs=jobs):
             run_config(cfg)
+            tasks.add(cfg.workload.task)
+        from echo_experiments.workloads import task_class  # TensorFlow and JAX: only for valid command lines
+
+        for task in sorted(tasks):  # a user's class meets the Workload contract before any job starts
+            task_class(task)
     except C.ConfigError as e:
         return str(e)
     return None
@@ -116,12 +122,13 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     except OverrideParseException as e:
         raise _parse_error(e) from None
     app = [o for o in parsed if not o.is_hydra_override()]
+    # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
             if jobs is not None:
                 jobs.append(1)
-            yield _compose(config_name, [o.input_line for o in app])
+            yield _compose(config_name, [o.input_line for o in app] + hydra_args)
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
         fixed = [o.input_line for o in app if not o.is_sweep_override()]
@@ -137,7 +144,7 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
         composed = 0
         for combo in _combinations(sweeps):
             composed += 1
-            yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo])
+            yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo] + hydra_args)
         if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
             yield first
 

@@ -15,9 +15,10 @@ This module imports no TensorFlow or JAX: the command line is checked before any
 
 import enum
 import hashlib
+import importlib
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Callable, ClassVar, Iterator, List, Optional
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
@@ -190,7 +191,7 @@ class WorkloadConfig:
     augments: ClassVar[bool] = False
 
     name: str = _f(MISSING, "a workload name", text)
-    task: str = _f(MISSING, "a registered task", text)
+    task: str = _f(MISSING, "a registered task or module:Class of your own", text)
     dataset: str = _f(MISSING, "a dataset the task can read", text)
     train_split: str = _f("train", "a split of the dataset", text)
     eval_split: str = _f("test", "a split of the dataset", text)
@@ -323,6 +324,39 @@ SCHEDULES = ("constant", "linear_decay", "piecewise_exponential")
 
 
 @dataclass
+class CustomWorkloadConfig(WorkloadConfig):
+    """The schema of a user's own workload (``task: module:Class``; its YAML starts from
+    ``/workload_schema@workload: custom``): the keys every workload has, and ``options`` for the class to read.
+    The class's ``config_class`` is a subclass of this one that declares ``metrics`` (and ``augments``,
+    ``datasets``) as ClassVars, the way the built-in schemas above do."""
+
+    options: Dict[str, Any] = _f(allowed="a mapping of the workload's own options", default_factory=dict)
+
+
+def task_schema(task: str) -> type:
+    """The config schema of a task: a built-in one, or the ``config_class`` of a user's ``module:Class``
+    (imported here: a user's task is known only from its code). Raises ConfigError."""
+    if task in TASK_SCHEMAS:
+        return TASK_SCHEMAS[task]
+    allowed = "one of " + ", ".join(TASK_SCHEMAS) + ", or module:Class naming a Workload subclass you can import"
+    module, _, name = task.partition(":")
+    if not (module and name):
+        raise ConfigError("workload.task", task, allowed)
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except ImportError as e:
+        raise ConfigError("workload.task", task, f"{allowed} (importing {module} failed: {e})") from None
+    except AttributeError:
+        raise ConfigError("workload.task", task, f"{allowed} ({module} has no {name})") from None
+    schema = getattr(cls, "config_class", None)
+    if not (isinstance(schema, type) and issubclass(schema, CustomWorkloadConfig) and schema.metrics):
+        raise ConfigError("workload.task", task, (
+            f"{allowed}: its config_class must be a subclass of echo_experiments.config.CustomWorkloadConfig "
+            "that declares metrics"))
+    return schema
+
+
+@dataclass
 class OptimizerConfig:
     name: str = _f("momentum", "one of momentum", one_of("momentum"))
     learning_rate: float = _f(0.1, "a real number > 0", real(0, low_open=True))
@@ -358,6 +392,8 @@ class TrainerConfig:
     max_steps: Optional[int] = _f(None, "null or an integer >= 1 (stop after this many steps)", optional(integer(1)))
     stop_at_target: bool = _f(True, "true or false", boolean)
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)", boolean)
+    # TensorBoard event files in <run dir>/tb (events.py): curves on steps and on fresh examples, HParams.
+    tensorboard: bool = _f(True, "true or false (TensorBoard event files in <run dir>/tb)", boolean)
     # Orbax checkpoints (with the input iterator's state) at the first step after this many seconds of training
     # since the last one, every checkpoint_every_steps steps, and at the end. A checkpoint of the default run
     # costs about 1.5 s (the shuffle buffer's contents), so a time cadence bounds the cost at any step rate.
@@ -431,7 +467,7 @@ class Config:
 
 _store = ConfigStore.instance()
 _store.store(name="base_config", node=Config)
-for _task, _schema in TASK_SCHEMAS.items():
+for _task, _schema in {**TASK_SCHEMAS, "custom": CustomWorkloadConfig}.items():
     _store.store(group="workload_schema", name=_task, node=_schema)
 
 
@@ -466,7 +502,7 @@ def _schema_field(key: str):
     parts = [p for p in key.split(".") if p]
     candidates = [(Config, parts)]
     if parts[:1] == ["workload"] and len(parts) > 1:
-        candidates += [(schema, parts[1:]) for schema in TASK_SCHEMAS.values()]
+        candidates += [(schema, parts[1:]) for schema in (*TASK_SCHEMAS.values(), CustomWorkloadConfig)]
     for root, path in candidates:
         found = _field_at(root, path)
         if found is not None:
@@ -516,13 +552,13 @@ def _walk(node: Any, prefix: str) -> Iterator[ConfigError]:
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is not allowed (no data is read, nothing heavy imported)."""
     e, w, t = cfg.echo, cfg.workload, cfg.trainer
-    schema = TASK_SCHEMAS.get(w.task)
-    if schema is None:
-        raise ConfigError("workload.task", w.task, "one of " + ", ".join(TASK_SCHEMAS))
-    if not issubclass(OmegaConf.get_type(w), schema):
+    schema = task_schema(w.task)
+    typed_as = CustomWorkloadConfig if issubclass(schema, CustomWorkloadConfig) else schema
+    if not issubclass(OmegaConf.get_type(w), typed_as):
+        named = "custom" if typed_as is CustomWorkloadConfig else w.task
         raise ConfigError("workload", w.name, (
             f"a workload config typed for task {w.task}: start its YAML with "
-            f"`defaults: [/workload_schema@workload: {w.task}]`"))
+            f"`defaults: [/workload_schema@workload: {named}]`"))
     for error in _walk(cfg, ""):
         raise error
     # What the task declares, and the rules that relate two keys, each stated once.

@@ -32,7 +32,7 @@ import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments import optim, parallel, timing
+from echo_experiments import optim, parallel, timing, tuning
 from echo_experiments.checkpoints import Checkpoints
 from echo_experiments.checkpoints import exist as checkpoints_exist
 from echo_experiments.config import ConfigError
@@ -40,6 +40,7 @@ from echo_experiments.data import stream
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
+from echo_experiments.events import Events
 from echo_experiments.runs import RunDir, study_best
 from echo_experiments.tuning import run_config
 from echo_experiments.workloads import Workload, make
@@ -113,10 +114,12 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     try:
         with Store(cfg.storage, workload.train_source) as store:
             batches = stream.build(workload, cfg, store=store, host=mesh.host)
-            trainer = Trainer(cfg, workload, run_dir, mesh, batches, store, prune)
+            hparams = {**summary, **tuning.searched_values(cfg)} if cfg.trainer.tensorboard else None
+            trainer = Trainer(cfg, workload, run_dir, mesh, batches, store, prune, hparams)
             summary.update(trainer.fit())
             if writer:
                 run_dir.write_summary(summary)
+                trainer.close_events(summary)
     except ConfigError:  # an unreachable store: nothing was trained
         raise
     except (KeyboardInterrupt, SystemExit):
@@ -192,11 +195,14 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, workload: Workload, run_dir: RunDir, mesh: parallel.Parallel,
                  batches: tf.data.Dataset, store: Optional[Store] = None,
-                 prune: Optional[Callable[[], Optional[int]]] = None):
+                 prune: Optional[Callable[[], Optional[int]]] = None, hparams: Optional[dict[str, Any]] = None):
         self.cfg, self.t, self.workload, self.run_dir, self.mesh = cfg, cfg.trainer, workload, run_dir, mesh
         self.batches, self.store = batches, store
         #: The fewest fresh examples to target of the study's other trials so far (None: not in a study).
         self.prune = prune
+        #: The run's values for TensorBoard's HParams (None: no event files).
+        self.hparams = hparams if mesh.host.index == 0 else None
+        self.events: Optional[Events] = None
         self.writer = mesh.host.index == 0
         self.batch_size = int(cfg.workload.batch_size)
         self.tx = optim.optimizer(cfg.optimizer)
@@ -243,6 +249,8 @@ class Trainer:
             log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop.step, fresh.count)
         elif self.writer:
             self.run_dir.start(self.cfg)
+        if self.hparams is not None:  # after keep_metrics_until: the event files start over from the kept rows
+            self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
         losses = [jnp.asarray(x) for x in loop.pending_losses]
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
         count = self.mesh.total(fresh.count)
@@ -283,6 +291,12 @@ class Trainer:
             loop.checkpoint_s += time.perf_counter() - closing
         return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, facts)
 
+    def close_events(self, summary: dict[str, Any]) -> None:
+        """The run's outcome into its event files (the HParams dashboard's metrics), then close them."""
+        if self.events:
+            self.events.outcome(summary)
+            self.events.close()
+
     def _checkpoint_due(self, step: int, stopping: bool, last_save: float) -> bool:
         t = self.t
         by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
@@ -308,6 +322,8 @@ class Trainer:
                "train_loss": train_loss, "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
         if self.writer:
             self.run_dir.append_metrics(row)
+        if self.events:
+            self.events.row(row)
         shown = metrics.get(target.metric, math.nan)
         log.info("step %d  fresh %d  train_loss %.4f  %s %.4f  (%.1fs)", step, count, train_loss, target.metric,
                  shown, train_s)

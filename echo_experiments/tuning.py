@@ -64,6 +64,11 @@ def check_space(space: list[Any], cfg: DictConfig) -> None:
                               "low < high (and > 0 for log, < 1 for log_one_minus)")
 
 
+def searched_values(cfg: DictConfig) -> dict[str, Any]:
+    """The values a run has for its workload's searched keys (a trial's point, or the defaults)."""
+    return {d.key: OmegaConf.select(cfg, d.key) for d in cfg.workload.search_space}
+
+
 def apply_trial(cfg: DictConfig) -> DictConfig:
     """The config of a tuning trial: a copy with the trial's values and its own training seed.
 

@@ -18,7 +18,7 @@ LAYERS = [
     ("commands", ["cli", "__main__", "profile", "benchmark", "service", "report.__main__"]),
     ("training", ["train", "tuning", "report"]),
     ("workloads", ["workloads"]),
-    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "timing"]),
+    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing"]),
     ("foundation", ["config", "runs"]),
 ]
 

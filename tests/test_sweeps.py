@@ -152,3 +152,18 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
     table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
     assert table[["n_studies", "n_trials", "n_trials_pruned", "median"]].values.tolist() == [
         [1, 5, len(pruned), best["true"]]]
+    # `tensorboard --logdir <sweep dir>`: one run per trial, each with its HParams session and its curves on
+    # steps and on fresh examples, and its outcome as the HParams table's metric.
+    from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    mux = EventMultiplexer().AddRunsFromDirectory(str(tmp_path / "true"))
+    mux.Reload()
+    sessions = mux.PluginRunToTagToContent("hparams")
+    assert sorted(Path(r).parts[0] for r in sessions) == sorted(outcome["true"])
+    for run_name, tags in sessions.items():
+        start = plugin_data_pb2.HParamsPluginData.FromString(next(iter(tags.values()))).session_start_info
+        trial = outcome["true"][Path(run_name).parts[0]]
+        assert start.hparams["trial"].number_value == trial["trial"]
+        assert {"eval/accuracy", "by_fresh/eval/accuracy", "outcome/reached_target"} <= set(
+            mux.GetAccumulator(run_name).Tags()["tensors"])

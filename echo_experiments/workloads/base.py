@@ -4,6 +4,21 @@ A workload declares; it does not assemble. data/stream.py builds its training st
 (``examples``, ``decode``, ``augment``/``augment_chunk``), echo stage and shuffles included, and train.py
 trains it; the evaluation loop and the loading of its sources are here, once. Nothing outside a workload
 special-cases one.
+
+The contract, for the built-in tasks and for a user's own class (``workload.task: module:Class``; checked
+by workloads.task_class when a run starts, one line naming what is missing):
+
+- ``config_class``: its config schema, which declares ``metrics`` (what ``eval_metrics`` returns; the
+  target's metric is one of them), ``datasets`` (empty: any) and ``augments`` (whether the pipeline has an
+  augmentation stage, and so echo points before and after it). A user's is a subclass of
+  config.CustomWorkloadConfig; its own settings go under ``workload.options``.
+- sources: ``workload.dataset`` and its splits, opened here (fashion_mnist, synthetic_images or any data
+  set TFDS has prepared); ``examples`` may turn records into training examples (the LM packs documents).
+- the upstream stage ``decode`` (everything before the first echo point), and ``augment`` or
+  ``augment_chunk`` when ``augments``;
+- the model and loss: ``init`` and ``loss``;
+- evaluation: ``eval_examples``, ``eval_outputs`` and ``eval_metrics`` (``eval_accumulate`` sums by
+  default); the target comes from ``workload.target``.
 """
 
 import abc

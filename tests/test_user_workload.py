@@ -1,0 +1,59 @@
+"""A user's own workload (task: module:Class) from a folder outside the package, its YAML found through
+hydra.searchpath: the shipped example (examples/) end to end, and a class that breaks the contract."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from echo_experiments.cli import check_command_line
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SEARCH = "hydra.searchpath=[file://conf]"
+
+
+def test_the_example_workload_runs_from_its_own_folder_and_the_reporter_reads_it(tmp_path, data_dir):
+    mine = tmp_path / "mine"
+    shutil.copytree(EXAMPLES, mine, ignore=shutil.ignore_patterns("__pycache__", "multirun", "runs"))
+    command = [sys.executable, "-m", "echo_experiments", SEARCH, "workload=fashion_mlp", "echo.factor=2",
+               "trainer.max_fresh_examples=3200", "trainer.eval_every_fresh_examples=1600",
+               "workload.eval_examples=2000", "workload.shuffle_buffer=2000", "workload.target.value=0.5",
+               "trainer.profile_batches=0", "trainer.progress=false", "hydra.run.dir=runs/one"]
+    proc = subprocess.run(command, cwd=mine, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((mine / "runs/one/summary.json").read_text())
+    assert (summary["workload"], summary["placement"], summary["echo_factor"]) == (
+        "fashion_mlp", "before_augmentation", 2.0)
+    assert summary["status"] == "reached_target" and (mine / "runs/one/tb").is_dir()
+    report = subprocess.run([sys.executable, "-m", "echo_experiments.report", "runs", "--out", "report"], cwd=mine,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
+    table = pd.read_csv(mine / "report/fresh_examples_to_target.csv")
+    assert table[["workload", "placement", "n_trials_reached"]].values.tolist() == [
+        ["fashion_mlp", "before_augmentation", 1]]
+
+
+def test_a_class_that_breaks_the_contract_gets_one_line_naming_what_it_lacks(tmp_path, monkeypatch):
+    (tmp_path / "half_done.py").write_text(
+        "from fashion_mlp import FashionMLPConfig\n"
+        "from echo_experiments.workloads import Workload\n\n\n"
+        "class HalfDone(Workload):\n"
+        "    config_class = FashionMLPConfig\n\n"
+        "    def decode(self, record):\n"
+        "        return record\n")
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(EXAMPLES)
+    error = check_command_line([SEARCH, "workload=fashion_mlp", "workload.task=half_done:HalfDone"])
+    assert error == ("workload.task=half_done:HalfDone: HalfDone lacks eval_examples, eval_metrics, eval_outputs, "
+                     "init, loss, augment or augment_chunk (its config_class says augments=True) (see the Workload "
+                     "contract in echo_experiments/workloads/base.py)")
+    assert check_command_line([SEARCH, "workload=fashion_mlp", "workload.task=fashion_mlp:MLP"]).endswith(
+        "its config_class must be a subclass of echo_experiments.config.CustomWorkloadConfig that declares metrics")
+    assert check_command_line([SEARCH, "workload=fashion_mlp", "workload.task=no_such_module:Thing"]).startswith(
+        "workload.task=no_such_module:Thing is not allowed: one of image_classification, language_model, detection, "
+        "or module:Class")
+    assert check_command_line([SEARCH, "workload=fashion_mlp"]) is None
