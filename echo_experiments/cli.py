@@ -41,13 +41,17 @@ def fail(message: str) -> None:
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.data.sources import DataMissing
-    from echo_experiments.train import run
+    from echo_experiments.runs import RunDirInUse
+    from echo_experiments.train import Interrupted, run
 
     out_dir = HydraConfig.get().runtime.output_dir
     try:
         summary = run(cfg, out_dir)
-    except (C.ConfigError, DataMissing) as e:
+    except (C.ConfigError, DataMissing, RunDirInUse) as e:
         fail(str(e))
+    except Interrupted as e:  # the shell's convention for a process ended by a signal: 128 + its number
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(128 + e.signum)
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)
@@ -122,6 +126,11 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     except OverrideParseException as e:
         raise _parse_error(e) from None
     app = [o for o in parsed if not o.is_hydra_override()]
+    for o in app:  # OmegaConf would read 2 or "yes" as true: a boolean key takes true or false
+        field = C.schema_field(o.get_key_element())
+        if (field is not None and field.metadata.get("check") is C.boolean and not o.is_sweep_override()
+                and str(o.value()).lower() not in ("true", "false")):
+            raise C.ConfigError(o.get_key_element(), o.value(), field.metadata["allowed"])
     # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):

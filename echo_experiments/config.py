@@ -54,6 +54,11 @@ class Placement(enum.Enum):
 PLACEMENTS = tuple(p.value for p in Placement)
 # Seeds feed JAX's PRNGKey and tf.data's int64 seeds: non-negative and within 32 bits everywhere.
 MAX_SEED = 2**31 - 1
+# Bounds that keep every accepted value one a run can finish with: tf.data allocates shuffle buffers as they
+# fill (a buffer near 2^63 crashes it), and an echo factor past these copies nothing a paper study needs.
+MAX_FACTOR = 1000
+MAX_BUFFER = 10_000_000
+MAX_BATCH = 65_536
 
 
 class ConfigError(ValueError):
@@ -153,11 +158,12 @@ def _f(default: Any = MISSING, allowed: str = "", check: Optional[Check] = None,
 @dataclass
 class EchoConfig:
     placement: str = _f("none", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
-    factor: float = _f(1.0, "a real number >= 1", real(1))
+    factor: float = _f(1.0, f"a real number >= 1 and <= {MAX_FACTOR}", real(1, MAX_FACTOR))
     # null: a shuffle of ten batches of copies after example echoing, none after batch echoing (data/stream.py).
     shuffle_buffer: Optional[int] = _f(None, "null (the default: 10 x ceil(e) x batch examples after example "
                                              "echoing, none after batch echoing) or an integer >= 0 "
-                                             "(0 = no shuffle after the echo stage)", optional(integer(0)))
+                                             f"(0 = no shuffle after the echo stage), at most {MAX_BUFFER}",
+                                       optional(integer(0, MAX_BUFFER)))
 
 
 @dataclass
@@ -196,9 +202,10 @@ class WorkloadConfig:
     train_split: str = _f("train", "a split of the dataset", text)
     eval_split: str = _f("test", "a split of the dataset", text)
     eval_examples: Optional[int] = _f(None, "null (the whole split) or an integer >= 1", optional(integer(1)))
-    batch_size: int = _f(128, "an integer >= 1", integer(1))
-    eval_batch_size: int = _f(1000, "an integer >= 1", integer(1))
-    shuffle_buffer: int = _f(10_000, "an integer >= 1 (the shuffle before the echo stages)", integer(1))
+    batch_size: int = _f(128, f"an integer >= 1 and <= {MAX_BATCH}", integer(1, MAX_BATCH))
+    eval_batch_size: int = _f(1000, f"an integer >= 1 and <= {MAX_BATCH}", integer(1, MAX_BATCH))
+    shuffle_buffer: int = _f(10_000, f"an integer >= 1 (the shuffle before the echo stages), at most {MAX_BUFFER}",
+                             integer(1, MAX_BUFFER))
     # The echo point that `echo=default` uses: the one the paper recommends for this kind of pipeline.
     echo_placement: str = _f("before_augmentation", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
     target: TargetConfig = _f(allowed="metric, value, mode", default_factory=TargetConfig)
@@ -391,6 +398,10 @@ class TrainerConfig:
     # A cap in steps, for a user who asks for one; null = none.
     max_steps: Optional[int] = _f(None, "null or an integer >= 1 (stop after this many steps)", optional(integer(1)))
     stop_at_target: bool = _f(True, "true or false", boolean)
+    # Start the run directory over (its summary, metrics, event files and checkpoints are deleted first); by
+    # default a rerun resumes an interrupted or failed run and leaves a complete one alone.
+    restart: bool = _f(False, "true or false (true: delete the run directory's earlier attempt and start over)",
+                       boolean)
     progress: bool = _f(True, "true or false (a progress bar is drawn only on a terminal)", boolean)
     # TensorBoard event files in <run dir>/tb (events.py): curves on steps and on fresh examples, HParams.
     tensorboard: bool = _f(True, "true or false (TensorBoard event files in <run dir>/tb)", boolean)
@@ -497,7 +508,7 @@ def _field_at(schema: type, parts: list[str]):
     return found
 
 
-def _schema_field(key: str):
+def schema_field(key: str):
     """The dataclass field of a dotted key, looked up in the schema (workload keys in every task's schema)."""
     parts = [p for p in key.split(".") if p]
     candidates = [(Config, parts)]
@@ -512,7 +523,7 @@ def _schema_field(key: str):
 
 def allowed_for(key: str) -> str:
     """The sentence of allowed values for a dotted key, e.g. ``echo.factor``; "" if unknown."""
-    found = _schema_field(key)
+    found = schema_field(key)
     return found.metadata.get("allowed", "") if found is not None else ""
 
 
@@ -520,7 +531,7 @@ def keys_of(key: str) -> list[str]:
     """The field names under a dotted section key ("" for the root); [] if it is not a typed section."""
     if not key:
         return [f.name for f in fields(Config)]
-    found = _schema_field(key)
+    found = schema_field(key)
     return [f.name for f in fields(found.type)] if found is not None and is_dataclass(found.type) else []
 
 

@@ -8,23 +8,38 @@
 import json
 import math
 import os
+import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
+LOCK, HOLDER = ".lock", ".lock.holder"
+# Keys that say how to run, not what: a rerun may change them without making the run another config.
+HOW_TO_RUN = ("trainer.restart", "trainer.progress")
 STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
 STUDY = CONDITION + ("tuning_seed", "study")
 
 
+class RunDirInUse(RuntimeError):
+    """Another process holds the run directory; str() is the one line shown to the user."""
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see either the old content or all of the new, never a part."""
+    """Write a file so that readers see either the old content or all of the new, never a part; with the
+    permissions the user's umask gives any other file (mkstemp alone makes it 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -53,6 +68,33 @@ class RunDir:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+
+    def hold(self) -> "RunDir":
+        """Take the directory for this process (released on exit, and by the kernel if the process dies, so a
+        lock left by a killed run never blocks); RunDirInUse naming the holder if another process has it."""
+        self._lock = FileLock(self.path / LOCK, timeout=0)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            holder = (self.path / HOLDER).read_text().strip() if (self.path / HOLDER).exists() else "another process"
+            raise RunDirInUse(f"{self.path} is in use by {holder}: wait for it to end, or choose another "
+                              "hydra.run.dir") from None
+        (self.path / HOLDER).write_text(f"process {os.getpid()} on {socket.gethostname()} since "
+                                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        return self
+
+    def release(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None and lock.is_locked:
+            (self.path / HOLDER).unlink(missing_ok=True)
+            lock.release()
+
+    def clear(self) -> None:
+        """Forget an earlier attempt (trainer.restart=true): its summary, metrics, event files and checkpoints."""
+        for name in (SUMMARY, METRICS):
+            (self.path / name).unlink(missing_ok=True)
+        for name in ("checkpoints", "tb"):
+            shutil.rmtree(self.path / name, ignore_errors=True)
 
     def start(self, cfg: DictConfig) -> None:
         """Begin (or begin again) a run: write its config; rows of an interrupted attempt are dropped."""
@@ -83,7 +125,7 @@ class RunDir:
         if not path.exists():
             return []
         stored = OmegaConf.to_container(OmegaConf.load(path))
-        return _diff(stored, OmegaConf.to_container(cfg, resolve=True))
+        return [k for k in _diff(stored, OmegaConf.to_container(cfg, resolve=True)) if k not in HOW_TO_RUN]
 
     def summary(self) -> Optional[dict[str, Any]]:
         path = self.path / SUMMARY

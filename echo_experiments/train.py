@@ -17,7 +17,9 @@ it resumes from the last checkpoint and ends as it would have without the interr
 
 import logging
 import math
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,12 +43,45 @@ from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.events import Events
-from echo_experiments.runs import RunDir, study_best
+from echo_experiments.runs import SUMMARY, RunDir, study_best
 from echo_experiments.tuning import run_config
 from echo_experiments.workloads import Workload, make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+class Interrupted(Exception):
+    """The run stopped on SIGINT or SIGTERM at a step boundary; str() is the one line shown to the user."""
+
+    def __init__(self, signum: int, step: int, fresh: int, run_path: Path, saved: bool):
+        self.signum = signum
+        where = (f"its checkpoint is in {run_path / 'checkpoints'}: run the same command to resume" if saved else
+                 "no checkpoint was written (trainer.checkpoint_every_seconds and _steps are 0): a rerun starts over")
+        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} ({fresh} fresh examples); {where}")
+
+
+class StopSignals:
+    """While training, SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before a time limit) ask the loop to stop
+    at the next step boundary, where it can checkpoint; a second Ctrl-C interrupts at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> "StopSignals":
+        self.received: Optional[int] = None
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():  # Python allows handlers only there
+            self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
 
 
 @flax.struct.dataclass
@@ -92,16 +127,33 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     Raises ConfigError for a bad value and DataMissing for an absent data set before training starts.
     """
     cfg = run_config(cfg)
-    run_dir = RunDir(out_dir)
+    run_dir = RunDir(out_dir).hold()
+    try:
+        return _run(cfg, run_dir)
+    finally:
+        run_dir.release()
+
+
+def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
+    if cfg.trainer.restart:
+        run_dir.clear()
     changed = run_dir.differences(cfg)
     done = run_dir.summary()
+    if done is not None and done.get("status") == "failed":
+        # A failed attempt is not an outcome: the same command goes on from its last checkpoint.
+        log.warning("%s failed before (%s); resuming from its last checkpoint (trainer.restart=true starts over)",
+                    run_dir.path, done.get("error"))
+        (run_dir.path / SUMMARY).unlink()
+        done = None
     if done is not None or (changed and checkpoints_exist(run_dir.path / "checkpoints")):
         if changed:  # a rerun sweep finishes what is missing; it never mixes two configs in one directory
             raise ConfigError("hydra.run.dir", str(run_dir.path), "", (
                 f"{run_dir.path} already holds a run with another config (it differs at "
-                f"{', '.join(changed[:5])}): choose another hydra.run.dir or hydra.sweep.dir"))
+                f"{', '.join(changed[:5])}): choose another hydra.run.dir or hydra.sweep.dir, or add "
+                "trainer.restart=true to start this one over"))
         if done is not None:
-            log.info("%s is complete (%s); not run again", run_dir.path, done["status"])
+            log.info("%s is complete (%s); not run again (trainer.restart=true runs it again)", run_dir.path,
+                     done["status"])
             return done
     use_compilation_cache(cfg.trainer.compilation_cache_dir)
     mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
@@ -121,6 +173,8 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
                 run_dir.write_summary(summary)
                 trainer.close_events(summary)
     except ConfigError:  # an unreachable store: nothing was trained
+        raise
+    except Interrupted:  # stopped at a step boundary; the command line says how to resume
         raise
     except (KeyboardInterrupt, SystemExit):
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
@@ -261,34 +315,40 @@ class Trainer:
         start = time.perf_counter() - loop.elapsed_s
         step = loop.step
         last_save = time.perf_counter()
-        while not loop.stop:
-            batch = {k: v.numpy() for k, v in next(iterator).items()}
-            if loop.startup_s is None:  # the shuffle buffer is full: the steady state begins
-                loop.startup_s = time.perf_counter() - start
-            position = count if fresh_units else step
-            fresh.update(batch.pop("read_id"))
-            state, loss = train_step(state, self.mesh.put_batch(batch), self.mesh.put_scalar(position))
-            losses.append(loss)
-            step += 1
-            before, count = count, self.mesh.total(fresh.count)
-            bar.update(count - before if t.max_fresh_examples else 1)
-            budget_spent = ((t.max_fresh_examples is not None and count >= t.max_fresh_examples)
-                            or (t.max_steps is not None and step >= t.max_steps))
-            if count >= loop.next_eval or budget_spent:
-                self._evaluate(state, step, count, losses, loop, start, bar)
-                losses = []
-                loop.stop = loop.stop or budget_spent
-            if self.checkpoints and self._checkpoint_due(step, loop.stop, last_save):
-                last_save = saving = time.perf_counter()
-                loop.step, loop.elapsed_s = step, saving - start
-                loop.pending_losses = [float(x) for x in jax.device_get(losses)]
-                self.checkpoints.save(step, state, iterator, fresh.seen, asdict(loop))
-                loop.checkpoint_s += time.perf_counter() - saving
+        with StopSignals() as signals:
+            while not loop.stop and signals.received is None:
+                batch = {k: v.numpy() for k, v in next(iterator).items()}
+                if loop.startup_s is None:  # the shuffle buffer is full: the steady state begins
+                    loop.startup_s = time.perf_counter() - start
+                position = count if fresh_units else step
+                fresh.update(batch.pop("read_id"))
+                state, loss = train_step(state, self.mesh.put_batch(batch), self.mesh.put_scalar(position))
+                losses.append(loss)
+                step += 1
+                before, count = count, self.mesh.total(fresh.count)
+                bar.update(count - before if t.max_fresh_examples else 1)
+                budget_spent = ((t.max_fresh_examples is not None and count >= t.max_fresh_examples)
+                                or (t.max_steps is not None and step >= t.max_steps))
+                if count >= loop.next_eval or budget_spent:
+                    self._evaluate(state, step, count, losses, loop, start, bar)
+                    losses = []
+                    loop.stop = loop.stop or budget_spent
+                # A signal stops at this step boundary with a checkpoint to resume from (when checkpointing).
+                stopping = loop.stop or signals.received is not None
+                if self.checkpoints and self._checkpoint_due(step, stopping, last_save):
+                    last_save = saving = time.perf_counter()
+                    loop.step, loop.elapsed_s = step, saving - start
+                    loop.pending_losses = [float(x) for x in jax.device_get(losses)]
+                    self.checkpoints.save(step, state, iterator, fresh.seen, asdict(loop))
+                    loop.checkpoint_s += time.perf_counter() - saving
         bar.close()
         if self.checkpoints:
             closing = time.perf_counter()
             self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
             loop.checkpoint_s += time.perf_counter() - closing
+        if signals.received is not None and not loop.stop:
+            raise Interrupted(signals.received, step, self.mesh.total(fresh.count), self.run_dir.path,
+                              self.checkpoints is not None)
         return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, facts)
 
     def close_events(self, summary: dict[str, Any]) -> None:

@@ -56,6 +56,18 @@ CASES = [
     (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
+    # Values that were accepted and then crashed mid-run, or were read as something else.
+    (["echo.factor=1e9"], "echo.factor=1000000000 is not allowed: a real number >= 1 and <= 1000"),
+    (["echo.shuffle_buffer=9223372036854775807"], "echo.shuffle_buffer=9223372036854775807 is not allowed: null"),
+    (["workload.shuffle_buffer=99999999999"], "workload.shuffle_buffer=99999999999 is not allowed: an integer >= 1"),
+    (["workload.batch_size=100000000"], "workload.batch_size=100000000 is not allowed: an integer >= 1 and <= 65536"),
+    (["workload.eval_batch_size=100000000"],
+     "workload.eval_batch_size=100000000 is not allowed: an integer >= 1 and <= 65536"),
+    (["seed=99999999999999999999"], "seed=99999999999999999999 is not allowed: an integer in [0, 2147483647]"),
+    (["workload.target.value=nan"], "workload.target.value=nan is not allowed: a real number"),
+    (["trainer.stop_at_target=2"], "trainer.stop_at_target=2 is not allowed: true or false"),
+    (["trainer.tensorboard=yes"], "trainer.tensorboard=yes is not allowed: true or false"),
+    (["trainer.restart=1"], "trainer.restart=1 is not allowed: true or false"),
 ]
 
 
@@ -68,7 +80,7 @@ def test_bad_value_gives_one_line_naming_key_and_allowed_values(overrides, messa
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs():
     assert check_command_line(["-m", "echo.factor=1,2,4"]) is None
-    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1"
+    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000"
     assert check_command_line(["-m", "workload=fashion_mnist,nope"]).startswith("workload=nope is not allowed")
 
 

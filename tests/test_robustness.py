@@ -1,0 +1,130 @@
+"""Failures a user can cause: signals, a busy or failed run directory, files others must read."""
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST, compose_config
+from echo_experiments.events import Events
+from echo_experiments.runs import RunDir, RunDirInUse
+from echo_experiments.train import Interrupted, run
+
+ROOT = Path(__file__).resolve().parents[1]
+# 600 steps of 32, an evaluation every 32 steps, trained past the target.
+LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1000"]
+
+
+def rows(run_dir):
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
+
+
+def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(
+        tmp_path, monkeypatch):
+    run(compose_config(*LONG), tmp_path / "whole")
+    original, calls = Events.row, {"n": 0}
+
+    def ctrl_c_at_the_fifth_evaluation(self, row):
+        original(self, row)
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Events, "row", ctrl_c_at_the_fifth_evaluation)
+    cut = tmp_path / "cut"
+    with pytest.raises(Interrupted) as stopped:
+        run(compose_config(*LONG), cut)
+    assert stopped.value.signum == signal.SIGINT
+    assert re.fullmatch(r"stopped by SIGINT at step 160 \(5120 fresh examples\); its checkpoint is in \S+: run the "
+                        r"same command to resume", str(stopped.value))
+    assert not (cut / "summary.json").exists() and len(rows(cut)) == 5
+    monkeypatch.setattr(Events, "row", original)
+    run(compose_config(*LONG), cut)
+    assert rows(cut) == rows(tmp_path / "whole") and len(rows(cut)) == 19
+
+
+def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
+    command = [sys.executable, "-m", "echo_experiments", *LONG, "trainer.max_fresh_examples=10000000",
+               "trainer.profile_batches=0", f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert re.fullmatch(r"error: stopped by SIGTERM at step \d+ \(\d+ fresh examples\); its checkpoint is in "
+                        r"\S+: run the same command to resume", errors[0])
+    assert (tmp_path / "checkpoints").is_dir()
+
+
+def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from echo_experiments.runs import RunDir; held = RunDir(sys.argv[1]).hold(); "
+        "print('held', flush=True); time.sleep(600)"), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirInUse, match=rf"{tmp_path} is in use by process {holder.pid} on \S+ since .*: "
+                                              "wait for it to end, or choose another hydra.run.dir"):
+            run(compose_config(*FAST), tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel released the killed holder's lock: the lock file it left behind does not block.
+    assert (tmp_path / ".lock").exists()
+    assert run(compose_config(*FAST), tmp_path)["status"] == "reached_target"
+
+
+def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeypatch):
+    from echo_experiments.workloads.base import Workload
+
+    original, calls = Workload.evaluate, {"n": 0}
+
+    def fails_at_the_third_evaluation(self, params, model_state):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("disk on fire")
+        return original(self, params, model_state)
+
+    monkeypatch.setattr(Workload, "evaluate", fails_at_the_third_evaluation)
+    cfg = compose_config(*LONG, "trainer.checkpoint_every_steps=32")
+    with pytest.raises(RuntimeError):
+        run(cfg, tmp_path)
+    failed = json.loads((tmp_path / "summary.json").read_text())
+    assert (failed["status"], failed["error"]) == ("failed", "RuntimeError: disk on fire")
+    monkeypatch.setattr(Workload, "evaluate", original)
+    resumed = run(cfg, tmp_path)  # from the checkpoint at step 64, not from scratch
+    assert resumed["status"] == "reached_target" and len(rows(tmp_path)) == 19
+    first = (tmp_path / "summary.json").stat().st_mtime_ns
+    assert run(cfg, tmp_path) == resumed and (tmp_path / "summary.json").stat().st_mtime_ns == first  # complete
+    again = run(compose_config(*LONG, "trainer.checkpoint_every_steps=32", "trainer.restart=true"), tmp_path)
+    assert (tmp_path / "summary.json").stat().st_mtime_ns != first
+    assert again["fresh_examples_to_target"] == resumed["fresh_examples_to_target"]
+
+
+def test_run_files_are_readable_by_the_group_like_any_other_output(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        run(compose_config(*FAST), tmp_path)
+    finally:
+        os.umask(previous)
+    for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+        mode = stat.S_IMODE((tmp_path / name).stat().st_mode)
+        assert mode == 0o640, (name, oct(mode))
+
+
+def test_no_committed_result_holds_an_absolute_path():
+    absolute = re.compile(r"(?<![\w.:/])/(?:home|root|tmp|work|usr|Users|mnt|var|opt)/")
+    found = [str(p.relative_to(ROOT)) for p in (ROOT / "results").rglob("*")
+             if p.is_file() and p.suffix in {".csv", ".md", ".json", ".jsonl", ".yaml", ".svg"}
+             and absolute.search(p.read_text(errors="replace"))]
+    assert found == []
