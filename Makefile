@@ -30,12 +30,13 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m echo_experiments $(ARGS)
 
+# Two workers (pytest-xdist): most tests wait on compilation or a subprocess, one core each.
 test: setup
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n 2 --dist worksteal $(ARGS)
 
 # The slow end-to-end tests too.
 test-all: setup
-	$(PY) -m pytest -q -m '' $(ARGS)
+	$(PY) -m pytest -q -n 2 --dist worksteal -m '' $(ARGS)
 
 # Each results/<experiment>/<workload>/runs/ holds the run directories of one sweep; the reporter writes
 # that folder's tables, figures and report.md beside them.

@@ -13,6 +13,7 @@ and what does the runner's train loop cost? Medians over repeats, every variant 
 
 import argparse
 import itertools
+import os
 import sys
 import tempfile
 import time
@@ -157,14 +158,29 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
                          {"loop": "trainer (fit)", "steps_per_s": r, "relative": r / b}])
 
 
+def at_least(low: int):
+    """An argparse type: an integer >= low (a rate needs two timed points; argparse exits 2 with one line)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"{text} is not allowed: an integer >= {low}")
+        return value
+    return parse
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=30, help="plain batches timed per pipeline measurement")
-    parser.add_argument("--steps", type=int, default=300, help="steps timed per loop measurement")
+    parser.add_argument("--repeats", type=at_least(1), default=5)
+    parser.add_argument("--batches", type=at_least(2), default=30, help="plain batches timed per pipeline measurement")
+    parser.add_argument("--steps", type=at_least(2), default=300, help="steps timed per loop measurement")
     parser.add_argument("--out", help="also write the tables here (markdown)")
     args = parser.parse_args(argv)
+    if args.out and (os.path.isdir(args.out) or not os.access(os.path.dirname(os.path.abspath(args.out)), os.W_OK)):
+        fail(f"--out {args.out} cannot be written: give a file in an existing, writable folder")  # before measuring
     error = check_command_line(args.overrides)
     if error:
         fail(error)

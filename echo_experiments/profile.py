@@ -15,6 +15,9 @@ from echo_experiments.train import run
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(f"usage: python -m echo_experiments.profile [overrides]\n\n{__doc__}")
+        return 0
     given = {a.split("=", 1)[0] for a in argv}
     defaults = {"trainer.max_steps": 200, "trainer.stop_at_target": "false", "trainer.progress": "false"}
     overrides = [f"{k}={v}" for k, v in defaults.items() if k not in given] + argv
@@ -22,6 +25,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if error:
         fail(error)
     cfg = next(iter(compose_all(overrides, multirun=False)))
+    if not cfg.trainer.profile_batches:  # the timing facts are what this command prints
+        fail(f"trainer.profile_batches={cfg.trainer.profile_batches} is not allowed here: an integer >= 1 "
+             "(the batches the profiler times)")
     with tempfile.TemporaryDirectory(prefix="echo_profile_") as out:
         try:
             summary = run(cfg, out)

@@ -166,7 +166,7 @@ def test_report_has_figures_and_tables(report):
 def test_no_complete_run_is_an_error(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "metrics.jsonl").write_text("")
-    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "error: no complete run directory" in capsys.readouterr().err
 
 
@@ -182,3 +182,17 @@ def test_notebook_redraws_every_figure_from_the_csvs(report, monkeypatch):
     drawn = sorted(p.stem for p in (report / "figures").glob("*.png"))
     assert ast.literal_eval(names) == drawn
     assert sum(1 for o in last if "image/png" in o.get("data", {})) == len(drawn)
+
+
+def test_a_figure_that_cannot_be_drawn_is_left_out_with_a_note(tmp_path, capsys):
+    """The batch-size figure's log axis over runs of which none reached the target (a real sweep crashed
+    the reporter with "Data cannot be log-scaled")."""
+    for batch in (64, 128):
+        for factor, placement in ((1.0, "none"), (2.0, "after_batching")):
+            make_run(tmp_path / "runs", f"{batch}-{factor}", placement=placement, factor=factor, batch=batch,
+                     status="not_reached")
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "report")]) == 0
+    note = "fresh_examples_vs_batch_size not drawn: Data cannot be log-scaled"
+    assert note in capsys.readouterr().err
+    assert note in (tmp_path / "report" / "report.md").read_text()
+    assert not (tmp_path / "report" / "figures" / "fresh_examples_vs_batch_size.png").exists()

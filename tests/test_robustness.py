@@ -128,3 +128,41 @@ def test_no_committed_result_holds_an_absolute_path():
              if p.is_file() and p.suffix in {".csv", ".md", ".json", ".jsonl", ".yaml", ".svg"}
              and absolute.search(p.read_text(errors="replace"))]
     assert found == []
+
+
+@pytest.mark.parametrize("command,args", [
+    ("report", ["{tmp}/no_such_folder", "--out", "{tmp}/report"]),
+    ("report", ["{tmp}", "--out", "{tmp}/a_file"]),
+    ("report", ["{tmp}/empty", "--out", "{tmp}/report"]),
+    ("benchmark", ["--steps", "1"]),
+    ("benchmark", ["--repeats", "0"]),
+    ("benchmark", ["--repeats", "-1"]),
+    ("benchmark", ["--batches", "x"]),
+    ("benchmark", ["--out", "{tmp}"]),
+    ("benchmark", ["--out", "{tmp}/no_such_folder/bench.md"]),
+    ("benchmark", ["echo.factor=0"]),
+    ("profile", ["trainer.profile_batches=0"]),
+    ("profile", ["echo.placement=sideways"]),
+])
+def test_side_commands_refuse_bad_arguments_before_any_work(tmp_path, capsys, command, args):
+    import importlib
+
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "empty").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    main = importlib.import_module({"report": "echo_experiments.report.__main__"}.get(
+        command, f"echo_experiments.{command}")).main
+    try:
+        status = main([a.format(tmp=tmp_path) for a in args])
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2
+    assert [line for line in err.splitlines() if "error" in line.lower()] and "Traceback" not in err
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_profile_help_is_help(capsys):
+    from echo_experiments.profile import main
+
+    assert main(["--help"]) == 0 and "usage: python -m echo_experiments.profile" in capsys.readouterr().out

@@ -6,6 +6,7 @@ skipped.csv, figures/*.png|svg and report.md into DIR. Run directories that cann
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,16 +26,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them (any depth)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the report")
     args = parser.parse_args(argv)
+    problem = _argument_problem(args.runs, args.out)  # before any work
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     trials, curves, search, skipped = collect(args.runs)
     for s in skipped:
         print(f"skipped {s.path}: {s.reason}", file=sys.stderr)
     if trials.empty:
         print(f"error: no complete run directory under {', '.join(map(str, args.runs))}", file=sys.stderr)
-        return 1
+        return 2
     written = write_report(trials, curves, search, skipped, args.out, command=" ".join(["python -m echo_experiments.report",
                                                                                  *(argv or sys.argv[1:])]))
     print(f"{len(trials)} runs ({len(skipped)} skipped) -> {args.out}: {', '.join(written)}")
     return 0
+
+
+def _argument_problem(runs: list[Path], out: Path) -> str | None:
+    missing = [str(p) for p in runs if not p.exists()]
+    if missing:
+        return f"no such run directory: {', '.join(missing)}"
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file: give a folder (it is created if missing)"
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out} cannot be written: {existing} is not writable"
+    return None
 
 
 def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFrame, skipped: list, out: Path,
@@ -54,16 +71,19 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
     for name, frame in outputs.items():
         frame.to_csv(out / name, index=False)
     (out / "figures").mkdir(exist_ok=True)
-    drawn = figures.draw_all(fresh, speed, curve_rows)
+    notes: list[str] = []
+    drawn = figures.draw_all(fresh, speed, curve_rows, notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     for name, fig in drawn.items():
         for ext in ("png", "svg"):
             fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120)
         plt.close(fig)
-    (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command))
+    (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command, notes))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 
-def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str) -> str:
+def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, notes: list[str] = ()) -> str:
     counts = {c: "count" for c in ("median", "min", "max")}
     seconds = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds")}
     parts = [
@@ -93,6 +113,7 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str) 
     if drawn:
         parts.append("## Figures\n")
         parts += [f"![{name}](figures/{name}.png)\n" for name in drawn]
+    parts += [f"- {note}\n" for note in notes]
     if skipped:
         parts.append("## Skipped run directories\n")
         parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]

@@ -204,14 +204,27 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
     return fig
 
 
-def draw_all(fresh: pd.DataFrame, speed: pd.DataFrame, curve_rows: pd.DataFrame) -> dict[str, Figure]:
-    """Every figure the tables have data for, by file name."""
-    figures = {
-        "fresh_examples_at_e2": placement_bars(fresh),
-        "fresh_examples_vs_echo_factor": factor_sweep(fresh),
-        "fresh_examples_vs_batch_size": batch_size_sweep(fresh),
-        "fresh_examples_vs_shuffle_buffer": shuffle_sweep(fresh),
-        "wall_clock_speedup": wall_clock(speed),
-        "best_trial_curves": curves(curve_rows),
+def draw_all(fresh: pd.DataFrame, speed: pd.DataFrame, curve_rows: pd.DataFrame,
+             notes: Optional[list[str]] = None) -> dict[str, Figure]:
+    """Every figure the tables have data for, by file name. A figure that cannot be drawn (a log axis over
+    values that are all zero, missing or not reached) is left out with a line in ``notes``."""
+    makers = {
+        "fresh_examples_at_e2": lambda: placement_bars(fresh),
+        "fresh_examples_vs_echo_factor": lambda: factor_sweep(fresh),
+        "fresh_examples_vs_batch_size": lambda: batch_size_sweep(fresh),
+        "fresh_examples_vs_shuffle_buffer": lambda: shuffle_sweep(fresh),
+        "wall_clock_speedup": lambda: wall_clock(speed),
+        "best_trial_curves": lambda: curves(curve_rows),
     }
-    return {name: fig for name, fig in figures.items() if fig is not None}
+    drawn = {}
+    for name, make in makers.items():
+        try:
+            fig = make()
+            if fig is not None:
+                fig.canvas.draw()  # scales are resolved here: a log axis with nothing positive fails now
+                drawn[name] = fig
+        except ValueError as e:
+            plt.close("all")
+            if notes is not None:
+                notes.append(f"{name} not drawn: {str(e).splitlines()[0]}")
+    return drawn
