@@ -16,6 +16,7 @@ This module imports no TensorFlow or JAX: the command line is checked before any
 import enum
 import hashlib
 import importlib
+import os
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Optional
@@ -458,7 +459,9 @@ class StorageConfig:
 @dataclass
 class DataConfig:
     # Where TFDS data sets live; null = $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default).
-    dir: Optional[str] = _f(None, "null or a directory path", optional(text))
+    # A given folder must exist: a mistyped path is refused rather than created and filled.
+    dir: Optional[str] = _f(None, "null ($TFDS_DATA_DIR, else ~/tensorflow_datasets) or an existing folder",
+                            optional(lambda v: text(v) and os.path.isdir(os.path.expanduser(os.path.expandvars(v)))))
     # A tf.data service dispatcher (grpc://host:port) whose workers read, decode and shuffle; echoing stays local.
     service: Optional[str] = _f(None, "null or a tf.data service address grpc://host:port",
                                 optional(lambda v: isinstance(v, str) and v.startswith("grpc://")))

@@ -68,6 +68,11 @@ CASES = [
     (["trainer.stop_at_target=2"], "trainer.stop_at_target=2 is not allowed: true or false"),
     (["trainer.tensorboard=yes"], "trainer.tensorboard=yes is not allowed: true or false"),
     (["trainer.restart=1"], "trainer.restart=1 is not allowed: true or false"),
+    # Data directories: a mistyped one is refused, never created.
+    (["data.dir=/nonexistent/tfds"], "data.dir=/nonexistent/tfds is not allowed: null ($TFDS_DATA_DIR, else "
+                                     "~/tensorflow_datasets) or an existing folder"),
+    (["data.dir=/dev/null"], "data.dir=/dev/null is not allowed: null ($TFDS_DATA_DIR, else ~/tensorflow_datasets) "
+                             "or an existing folder"),
 ]
 
 

@@ -166,3 +166,18 @@ def test_profile_help_is_help(capsys):
     from echo_experiments.profile import main
 
     assert main(["--help"]) == 0 and "usage: python -m echo_experiments.profile" in capsys.readouterr().out
+
+
+def test_a_corrupt_dataset_info_is_one_line_saying_how_to_rebuild(tmp_path, data_dir):
+    import shutil
+
+    from echo_experiments.data import sources
+
+    shutil.copytree(data_dir / "debian_fashion_mnist", tmp_path / "debian_fashion_mnist")
+    next((tmp_path / "debian_fashion_mnist").rglob("dataset_info.json")).write_text("{broken")
+    with pytest.raises(sources.DataMissing) as missing:
+        sources.load("fashion_mnist", "train", tmp_path)
+    assert str(missing.value).startswith(f"fashion_mnist in {tmp_path} cannot be read (ParseError: ")
+    assert str(missing.value).endswith("delete the data set's folder in " + str(tmp_path) + " and run again to "
+                                       "rebuild it (the offline data sets), or prepare it again with `tfds build "
+                                       f"fashion_mnist --data_dir={tmp_path}`") and "\n" not in str(missing.value)

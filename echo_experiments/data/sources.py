@@ -18,6 +18,7 @@ from typing import Iterator, Optional
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from google.protobuf import json_format
 
 # Progress bars of TFDS's preparation would interleave with the run's own output.
 tfds.disable_progress_bar()
@@ -107,8 +108,20 @@ def data_dir(configured: Optional[str]) -> Path:
 def load(dataset: str, split: str, directory: Path) -> Source:
     """A split of a data set (preparing the offline Fashion-MNIST copy on first use).
 
-    Reading a data set that is not prepared raises DataMissing.
+    Reading a data set that is not prepared, or whose prepared metadata cannot be read, raises DataMissing.
     """
+    try:
+        return _load(dataset, split, directory)
+    except DataMissing:
+        raise
+    except (ValueError, OSError, json_format.Error) as e:  # json_format.Error: a corrupt dataset_info.json
+        raise DataMissing(f"{dataset} in {directory} cannot be read ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else e!r}): delete the data set's folder in {directory} "
+                          "and run again to rebuild it (the offline data sets), or prepare it again with `tfds build "
+                          f"{dataset} --data_dir={directory}`") from None
+
+
+def _load(dataset: str, split: str, directory: Path) -> Source:
     if dataset == "fashion_mnist":
         return Source(dataset, _fashion_mnist(directory), split)
     if dataset == "fashion_mnist_detection":
