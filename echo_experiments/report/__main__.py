@@ -13,6 +13,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only, also where a display exists
+# Figures rebuilt from the same runs are the same files (no date, no random element ids): `make figures` on
+# committed results shows no diff.
+matplotlib.rcParams["svg.hashsalt"] = "echo_experiments"
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -77,7 +80,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
         print(f"note: {note}", file=sys.stderr)
     for name, fig in drawn.items():
         for ext in ("png", "svg"):
-            fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120)
+            fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120, metadata={"Date": None} if ext == "svg" else None)
         plt.close(fig)
     (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command, notes))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
