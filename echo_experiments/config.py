@@ -465,6 +465,10 @@ class DataConfig:
     # A tf.data service dispatcher (grpc://host:port) whose workers read, decode and shuffle; echoing stays local.
     service: Optional[str] = _f(None, "null or a tf.data service address grpc://host:port",
                                 optional(lambda v: isinstance(v, str) and v.startswith("grpc://")))
+    # The longest any wait on something outside the process may take: reaching the tf.data service
+    # dispatcher or the record server, and the next batch from the input pipeline (its workers, the server,
+    # the storage). Past it the run ends with one line naming what it waited for; its checkpoints stay.
+    timeout_s: float = _f(300.0, "a real number > 0 (seconds)", real(0, low_open=True))
 
 
 @dataclass

@@ -15,8 +15,10 @@ A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or
 it resumes from the last checkpoint and ends as it would have without the interruption.
 """
 
+import concurrent.futures
 import logging
 import math
+import re
 import signal
 import sys
 import threading
@@ -59,6 +61,21 @@ class Interrupted(Exception):
         where = (f"its checkpoint is in {run_path / 'checkpoints'}: run the same command to resume" if saved else
                  "no checkpoint was written (trainer.checkpoint_every_seconds and _steps are 0): a rerun starts over")
         super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} ({fresh} fresh examples); {where}")
+
+
+class InputLost(Exception):
+    """The input pipeline's source stopped answering (nothing within data.timeout_s) or failed (a record server
+    gone, a truncated file); str() is the one line shown to the user."""
+
+
+def input_source(cfg: DictConfig) -> str:
+    """What the input pipeline waits on, in words, for a timeout's message."""
+    if cfg.data.service:
+        return (f"the tf.data service at {cfg.data.service} (are its dispatcher and workers running? "
+                "python -m echo_experiments.service)")
+    if cfg.storage.kind == "http":
+        return f"the record server at {cfg.storage.url or 'the loopback record server'}"
+    return f"the input pipeline reading {cfg.data.dir or 'the TFDS data directory'}"
 
 
 class StopSignals:
@@ -164,6 +181,8 @@ def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
     pruning = cfg.tuning.study is not None and cfg.tuning.prune and cfg.trainer.stop_at_target
     prune = (lambda: study_best(run_dir.path.parent, summary)) if pruning else None
     try:
+        if cfg.data.service:
+            stream.check_service(cfg.data.service, float(cfg.data.timeout_s))
         with Store(cfg.storage, workload.train_source) as store:
             batches = stream.build(workload, cfg, store=store, host=mesh.host)
             hparams = {**summary, **tuning.searched_values(cfg)} if cfg.trainer.tensorboard else None
@@ -174,7 +193,7 @@ def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
                 trainer.close_events(summary)
     except ConfigError:  # an unreachable store: nothing was trained
         raise
-    except Interrupted:  # stopped at a step boundary; the command line says how to resume
+    except (Interrupted, InputLost):  # the command line says what happened and how to resume
         raise
     except (KeyboardInterrupt, SystemExit):
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
@@ -257,6 +276,7 @@ class Trainer:
         #: The run's values for TensorBoard's HParams (None: no event files).
         self.hparams = hparams if mesh.host.index == 0 else None
         self.events: Optional[Events] = None
+        self._waiter: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self.writer = mesh.host.index == 0
         self.batch_size = int(cfg.workload.batch_size)
         self.tx = optim.optimizer(cfg.optimizer)
@@ -317,7 +337,7 @@ class Trainer:
         last_save = time.perf_counter()
         with StopSignals() as signals:
             while not loop.stop and signals.received is None:
-                batch = {k: v.numpy() for k, v in next(iterator).items()}
+                batch = self._next_batch(iterator)
                 if loop.startup_s is None:  # the shuffle buffer is full: the steady state begins
                     loop.startup_s = time.perf_counter() - start
                 position = count if fresh_units else step
@@ -342,6 +362,8 @@ class Trainer:
                     self.checkpoints.save(step, state, iterator, fresh.seen, asdict(loop))
                     loop.checkpoint_s += time.perf_counter() - saving
         bar.close()
+        if self._waiter is not None:
+            self._waiter.shutdown()
         if self.checkpoints:
             closing = time.perf_counter()
             self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
@@ -350,6 +372,27 @@ class Trainer:
             raise Interrupted(signals.received, step, self.mesh.total(fresh.count), self.run_dir.path,
                               self.checkpoints is not None)
         return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, facts)
+
+    def _next_batch(self, iterator) -> dict[str, np.ndarray]:
+        """The next batch, waiting at most data.timeout_s: a lost service worker or a record server that stopped
+        answering ends the run with one line instead of a silent wait. (The wait runs on a helper thread, since
+        a blocked tf.data call cannot be interrupted; the handoff costs microseconds a step.)"""
+        if self._waiter is None:
+            self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
+        future = self._waiter.submit(lambda: {k: v.numpy() for k, v in next(iterator).items()})
+        try:
+            return future.result(timeout=float(self.cfg.data.timeout_s))
+        except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
+            # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
+            causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")
+            cause = causes[-1] if causes else (e.message or type(e).__name__).strip().splitlines()[0]
+            raise InputLost(f"the input pipeline failed reading from {input_source(self.cfg)}: {cause}; the run "
+                            "keeps its last checkpoint: run the same command to resume once it answers") from None
+        except concurrent.futures.TimeoutError:
+            self._waiter.shutdown(wait=False)
+            raise InputLost(f"no batch from {input_source(self.cfg)} within data.timeout_s="
+                              f"{self.cfg.data.timeout_s:g} s; the run keeps its last checkpoint: run the same command "
+                              "to resume once it answers") from None
 
     def close_events(self, summary: dict[str, Any]) -> None:
         """The run's outcome into its event files (the HParams dashboard's metrics), then close them."""

@@ -181,3 +181,28 @@ def test_a_corrupt_dataset_info_is_one_line_saying_how_to_rebuild(tmp_path, data
     assert str(missing.value).endswith("delete the data set's folder in " + str(tmp_path) + " and run again to "
                                        "rebuild it (the offline data sets), or prepare it again with `tfds build "
                                        f"fashion_mnist --data_dir={tmp_path}`") and "\n" not in str(missing.value)
+
+
+def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, data_dir):
+    server = subprocess.Popen([sys.executable, "-m", "echo_experiments.data.storage", "serve", "synthetic_images",
+                               "train", str(data_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().strip()
+        command = [sys.executable, "-m", "echo_experiments", *LONG, "storage=http", f"storage.url={url}",
+                   "trainer.max_fresh_examples=10000000", "trainer.profile_batches=0", "data.timeout_s=30",
+                   f"hydra.run.dir={tmp_path}"]
+        run_ = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
+            time.sleep(0.5)
+        server.kill()
+        _, err = run_.communicate(timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    assert run_.returncode == 3, err[-2000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: the input pipeline failed reading from the record server at {url}: "
+                      "ConnectionRefusedError: [Errno 111] Connection refused; the run keeps its last checkpoint: "
+                      "run the same command to resume once it answers"]
+    assert "Traceback" not in err

@@ -86,9 +86,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(t
     assert rows(tmp_path / "whole") == rows(tmp_path / "killed")  # the same batches, losses and metrics
 
 
-@pytest.fixture(scope="module")
-def loopback_service():
-    """A dispatcher and one worker on this machine, started as on other machines."""
+def start_service():
+    """A dispatcher and one worker on this machine, started as on other machines: (address, processes)."""
     with socket.socket() as a, socket.socket() as b:
         a.bind(("localhost", 0)), b.bind(("localhost", 0))
         port, worker_port = a.getsockname()[1], b.getsockname()[1]
@@ -97,7 +96,13 @@ def loopback_service():
                for args in (["dispatcher", "--port", str(port)],
                             ["worker", "--dispatcher", f"localhost:{port}", "--port", str(worker_port)])]
     assert all(server.stdout.readline() for server in servers)  # each prints a line once it serves
-    yield f"grpc://localhost:{port}"
+    return f"grpc://localhost:{port}", servers
+
+
+@pytest.fixture(scope="module")
+def loopback_service():
+    address, servers = start_service()
+    yield address
     # A worker's stop() waits for the tasks it still holds (seconds, up to half a minute on a loaded machine):
     # stop both at once, and kill what is still stopping rather than fail a test that has already passed.
     for server in servers:
@@ -175,3 +180,27 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: workload.batch_size=63 is not allowed: a multiple of the 2 devices it is "
                                    "split over (or trainer.data_parallel=false)")
+
+
+def test_a_lost_service_worker_ends_the_run_within_the_timeout_with_one_line(tmp_path):
+    address, (dispatcher, worker) = start_service()
+    try:
+        command = [sys.executable, "-m", "echo_experiments", *SHORT, f"data.service={address}", "data.timeout_s=10",
+                   "trainer.checkpoint_every_seconds=0", "trainer.max_steps=1000000", f"hydra.run.dir={tmp_path}"]
+        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
+            time.sleep(0.5)
+        worker.kill()
+        lost = time.time()
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 3 and time.time() - lost < 60, err[-2000:]
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: no batch from the tf.data service at {address} (are its dispatcher and workers "
+                          "running? python -m echo_experiments.service) within data.timeout_s=10 s; the run keeps "
+                          "its last checkpoint: run the same command to resume once it answers"]
+        assert "Traceback" not in err
+    finally:
+        for server in (dispatcher, worker):
+            server.kill()
+            server.wait()

@@ -14,14 +14,16 @@ all build their streams with it.
 """
 
 import math
+import socket
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
+from urllib.parse import urlparse
 
 import numpy as np
 import tensorflow as tf
 
-from echo_experiments.config import Placement
+from echo_experiments.config import ConfigError, Placement
 from echo_experiments.data.echo import CHUNK, echo
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -144,6 +146,19 @@ def _echo(ds: tf.data.Dataset, factor: float, shuffle_buffer: int, seed: int, ch
     if shuffle_buffer > 0:
         ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
     return ds
+
+
+def check_service(address: str, timeout_s: float) -> None:
+    """Raise ConfigError unless the tf.data service dispatcher at ``address`` accepts a connection within
+    ``timeout_s`` (tf.data itself would wait for it without a word)."""
+    parsed = urlparse(address)
+    try:
+        socket.create_connection((parsed.hostname, parsed.port), timeout=timeout_s).close()
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError("data.service", address, "", (
+            f"data.service={address} is unreachable ({e}; waited up to data.timeout_s={timeout_s:g} s): start its "
+            f"dispatcher (python -m echo_experiments.service dispatcher --port {parsed.port}) or fix the address"
+        )) from None
 
 
 def _from_service(ds: tf.data.Dataset, service: str, host: Host, local_batch: int,
