@@ -42,7 +42,7 @@ def fail(message: str) -> None:
 def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.runs import RunDirInUse
-    from echo_experiments.train import Interrupted, InputLost, run
+    from echo_experiments.train import InputLost, Interrupted, PeerLost, run
 
     out_dir = HydraConfig.get().runtime.output_dir
     try:
@@ -52,11 +52,12 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     except Interrupted as e:  # the shell's convention for a process ended by a signal: 128 + its number
         print(f"error: {e}", file=sys.stderr)
         sys.exit(128 + e.signum)
-    except InputLost as e:
-        # A thread may still be blocked in the unanswered call (inside TensorFlow): exit without waiting for it.
+    except (InputLost, PeerLost) as e:
+        # A thread may still be blocked in the unanswered call (inside TensorFlow), and JAX's distributed
+        # runtime would abort at exit waiting for the lost peer: exit at once.
         print(f"error: {e}", file=sys.stderr, flush=True)
         logging.shutdown()
-        os._exit(3)
+        os._exit(3 if isinstance(e, InputLost) else 4)
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)

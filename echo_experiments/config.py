@@ -415,8 +415,15 @@ class TrainerConfig:
                         one_of("float32", "bfloat16"))
     # Split each batch over every device (one mesh axis "data"); false: one device.
     data_parallel: bool = _f(True, "true or false", boolean)
-    # Several processes (hosts): jax.distributed.initialize() reads SLURM, Open MPI or TPU settings.
+    # Several processes (hosts): jax.distributed.initialize() reads SLURM, Open MPI or TPU settings, or the
+    # three keys below (every process gets the same coordinator and count, each its own id).
     distributed: bool = _f(False, "true or false", boolean)
+    coordinator_address: Optional[str] = _f(None, "null (found from SLURM, Open MPI or the TPU slice) or host:port "
+                                                  "of process 0", optional(text))
+    num_processes: Optional[int] = _f(None, "null or an integer >= 1", optional(integer(1)))
+    process_id: Optional[int] = _f(None, "null or an integer >= 0", optional(integer(0)))
+    # How long a process waits for its peers to join, and for a lost peer's heartbeat before it gives up.
+    distributed_timeout_s: int = _f(300, "an integer >= 1 (seconds)", integer(1))
     # Batches and steps timed before training for the summary's timing facts (see timing.py); 0 = none.
     profile_batches: int = _f(20, "an integer >= 0 (0 = no timing facts)", integer(0))
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.

@@ -45,6 +45,16 @@ class Parallel:
         """An int32 scalar replicated on every device (the same value on every process)."""
         return jax.device_put(np.int32(value), self.replicated)
 
+    def barrier(self, name: str, timeout_s: float) -> None:
+        """Wait until every process gets here (at most ``timeout_s``). The CPU collectives (gloo) give a peer
+        only 30 s to join the first collective, which one process's compilation can exceed on a loaded
+        machine; the distributed runtime's own barrier waits as long as we allow. (JAX exposes it only on its
+        internal client, as its own multi-process tests use it.)"""
+        if self.host.count > 1:
+            from jax._src import distributed
+
+            distributed.global_state.client.wait_at_barrier(name, timeout_in_ms=int(timeout_s * 1000))
+
     def total(self, count: int) -> int:
         """A per-process count summed over the processes."""
         if self.host.count == 1:
@@ -61,7 +71,11 @@ def setup(trainer: Any, batch_size: int) -> Parallel:
     """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
     global _initialized
     if trainer.distributed and not _initialized:
-        jax.distributed.initialize()
+        # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        timeout = int(trainer.distributed_timeout_s)
+        jax.distributed.initialize(trainer.coordinator_address, trainer.num_processes, trainer.process_id,
+                                   initialization_timeout=timeout, heartbeat_timeout_seconds=timeout)
         _initialized = True
     devices = jax.devices() if trainer.data_parallel else jax.local_devices()[:1]
     if batch_size % len(devices):

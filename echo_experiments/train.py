@@ -78,6 +78,10 @@ def input_source(cfg: DictConfig) -> str:
     return f"the input pipeline reading {cfg.data.dir or 'the TFDS data directory'}"
 
 
+class PeerLost(Exception):
+    """Another process of a multi-process run stopped answering; str() is the one line shown to the user."""
+
+
 class StopSignals:
     """While training, SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before a time limit) ask the loop to stop
     at the next step boundary, where it can checkpoint; a second Ctrl-C interrupts at once."""
@@ -144,15 +148,19 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     Raises ConfigError for a bad value and DataMissing for an absent data set before training starts.
     """
     cfg = run_config(cfg)
-    run_dir = RunDir(out_dir).hold()
+    use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
+    writer = mesh.host.index == 0  # of several processes, the first writes the run directory (and holds it)
+    run_dir = RunDir(out_dir).hold() if writer else RunDir(out_dir)
     try:
-        return _run(cfg, run_dir)
+        return _run(cfg, run_dir, mesh)
     finally:
         run_dir.release()
 
 
-def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
-    if cfg.trainer.restart:
+def _run(cfg: DictConfig, run_dir: RunDir, mesh: parallel.Parallel) -> dict[str, Any]:
+    writer = mesh.host.index == 0
+    if cfg.trainer.restart and writer:
         run_dir.clear()
     changed = run_dir.differences(cfg)
     done = run_dir.summary()
@@ -160,7 +168,8 @@ def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
         # A failed attempt is not an outcome: the same command goes on from its last checkpoint.
         log.warning("%s failed before (%s); resuming from its last checkpoint (trainer.restart=true starts over)",
                     run_dir.path, done.get("error"))
-        (run_dir.path / SUMMARY).unlink()
+        if writer:
+            (run_dir.path / SUMMARY).unlink(missing_ok=True)
         done = None
     if done is not None or (changed and checkpoints_exist(run_dir.path / "checkpoints")):
         if changed:  # a rerun sweep finishes what is missing; it never mixes two configs in one directory
@@ -172,10 +181,7 @@ def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
             log.info("%s is complete (%s); not run again (trainer.restart=true runs it again)", run_dir.path,
                      done["status"])
             return done
-    use_compilation_cache(cfg.trainer.compilation_cache_dir)
-    mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
     workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
-    writer = mesh.host.index == 0
     summary = {**_summary_head(cfg), "target": workload.target.as_dict()}
     # A trial of a study stops once it can no longer be the study's best (its siblings in the sweep directory).
     pruning = cfg.tuning.study is not None and cfg.tuning.prune and cfg.trainer.stop_at_target
@@ -201,6 +207,10 @@ def _run(cfg: DictConfig, run_dir: RunDir) -> dict[str, Any]:
     except Exception as e:
         if writer:
             run_dir.write_summary({**summary, "status": "failed", "error": f"{type(e).__name__}: {e}"})
+        if mesh.host.count > 1 and isinstance(e, jax.errors.JaxRuntimeError):
+            raise PeerLost(f"process {mesh.host.index} of {mesh.host.count} lost its peers "
+                           f"({str(e).strip().splitlines()[0][:200]}): check the other processes' logs; the run "
+                           "keeps its last checkpoint: run the same command on every process to resume") from e
         raise
     return summary
 
@@ -327,6 +337,7 @@ class Trainer:
             self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
         losses = [jnp.asarray(x) for x in loop.pending_losses]
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
+        self.mesh.barrier("training", float(t.distributed_timeout_s))  # every process compiled: the first collective
         count = self.mesh.total(fresh.count)
         # Progress in the budget's unit: fresh examples unless only a step cap is given.
         bar = tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else loop.step,

@@ -1,0 +1,65 @@
+"""A real two-process run on this machine: jax.distributed over localhost with the CPU collectives (gloo)."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from conftest import FAST
+
+# e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.
+COMMON = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.stop_at_target=false", "trainer.profile_batches=0",
+          "trainer.distributed=true", "trainer.num_processes=2", "trainer.distributed_timeout_s=60"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def start(tmp_path, *args):
+    port = free_port()
+    return [subprocess.Popen([sys.executable, "-m", "echo_experiments", *COMMON, *args,
+                              f"trainer.coordinator_address=localhost:{port}", f"trainer.process_id={i}",
+                              f"hydra.run.dir={tmp_path / str(i)}"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+            for i in (0, 1)]
+
+
+def steps_and_fresh(run_dir):
+    return [(r["step"], r["fresh_examples"]) for r in map(json.loads, (run_dir / "metrics.jsonl").open())]
+
+
+def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
+    procs = start(tmp_path, "trainer.max_fresh_examples=2048")
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs[0][-2000:] + errs[1][-2000:]
+    one = subprocess.run([sys.executable, "-m", "echo_experiments", *COMMON, "trainer.distributed=false",
+                          "trainer.max_fresh_examples=2048", f"hydra.run.dir={tmp_path / 'one'}"],
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    # Process 0 writes the run directory; the global batch of 32 is 16 from each process.
+    assert steps_and_fresh(tmp_path / "0") == steps_and_fresh(tmp_path / "one") == [(64, 1024), (128, 2048)]
+    assert not (tmp_path / "1" / "metrics.jsonl").exists()
+    summary = json.loads((tmp_path / "0" / "summary.json").read_text())
+    assert (summary["devices"], summary["fresh_examples"], summary["steps"]) == (2, 2048, 128)
+
+
+def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_path):
+    procs = start(tmp_path, "trainer.max_fresh_examples=10000000")
+    deadline = time.time() + 300
+    metrics = tmp_path / "0" / "metrics.jsonl"
+    while not (metrics.exists() and metrics.read_text()) and time.time() < deadline:  # collectives are running
+        time.sleep(0.5)
+    procs[1].send_signal(signal.SIGKILL)
+    lost = time.time()
+    _, err = procs[0].communicate(timeout=180)
+    procs[1].wait()
+    assert procs[0].returncode == 4 and time.time() - lost < 150, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: process 0 of 2 lost its peers (")
+    assert errors[0].endswith("check the other processes' logs; the run keeps its last checkpoint: run the same "
+                              "command on every process to resume")
