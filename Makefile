@@ -11,9 +11,13 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := dataset-fashion-mnist python3-doc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-data run test test-all figures archive clean
+.PHONY: setup apt-data data run test test-all figures archive clean
 
-setup: apt-data $(STAMP)
+setup: apt-data $(STAMP) data
+
+# The offline data sets as TFDS data sets in $$TFDS_DATA_DIR (default ~/tensorflow_datasets), once.
+data: $(STAMP)
+	@$(PY) -c "from echo_experiments.data import sources; sources.prepare_offline(sources.data_dir(None))"
 
 apt-data:
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { \

@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from conftest import FAST
 
 
+@pytest.mark.slow  # about 30 s of measuring; its arguments are checked in test_robustness.py (`make test-all` runs it)
 def test_benchmark_writes_its_three_tables(tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.benchmark", "--repeats", "1", "--batches", "2",

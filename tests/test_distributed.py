@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from conftest import FAST
+from conftest import FAST, compose_config
+from echo_experiments.train import run
 
 # e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.
 COMMON = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.stop_at_target=false", "trainer.profile_batches=0",
@@ -37,10 +38,7 @@ def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
     procs = start(tmp_path, "trainer.max_fresh_examples=2048")
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs[0][-2000:] + errs[1][-2000:]
-    one = subprocess.run([sys.executable, "-m", "echo_experiments", *COMMON, "trainer.distributed=false",
-                          "trainer.max_fresh_examples=2048", f"hydra.run.dir={tmp_path / 'one'}"],
-                         capture_output=True, text=True, timeout=300)
-    assert one.returncode == 0, one.stderr[-2000:]
+    run(compose_config(*COMMON, "trainer.distributed=false", "trainer.max_fresh_examples=2048"), tmp_path / "one")
     # Process 0 writes the run directory; the global batch of 32 is 16 from each process.
     assert steps_and_fresh(tmp_path / "0") == steps_and_fresh(tmp_path / "one") == [(64, 1024), (128, 2048)]
     assert not (tmp_path / "1" / "metrics.jsonl").exists()
@@ -49,7 +47,7 @@ def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
 
 
 def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_path):
-    procs = start(tmp_path, "trainer.max_fresh_examples=10000000")
+    procs = start(tmp_path, "trainer.max_fresh_examples=10000000", "trainer.distributed_timeout_s=30")
     deadline = time.time() + 300
     metrics = tmp_path / "0" / "metrics.jsonl"
     while not (metrics.exists() and metrics.read_text()) and time.time() < deadline:  # collectives are running
@@ -58,8 +56,12 @@ def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_
     lost = time.time()
     _, err = procs[0].communicate(timeout=180)
     procs[1].wait()
-    assert procs[0].returncode == 4 and time.time() - lost < 150, err[-3000:]
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: process 0 of 2 lost its peers (")
-    assert errors[0].endswith("check the other processes' logs; the run keeps its last checkpoint: run the same "
-                              "command on every process to resume")
+    assert time.time() - lost < 90, err[-3000:]  # no hang
+    if procs[0].returncode == 4:  # our line: the lost peer surfaced as an error in a collective
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: process 0 of 2 lost its peers (")
+        assert errors[0].endswith("check the other processes' logs; the run keeps its last checkpoint: run the same "
+                                  "command on every process to resume")
+    else:  # JAX's runtime saw the missed heartbeats first and ended the process itself, saying why
+        assert procs[0].returncode == -signal.SIGABRT, err[-3000:]
+        assert "This most likely indicates that another task died" in err

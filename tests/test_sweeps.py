@@ -91,8 +91,10 @@ def test_a_key_added_to_the_schema_after_a_run_does_not_make_it_another_config(t
         run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
 
 
+# submitit's local launcher is the same job code as joblib's in other processes: `make test-all` runs it.
 @pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-                                      ["hydra/launcher=local", "hydra.launcher.timeout_min=10"]],
+                                      pytest.param(["hydra/launcher=local", "hydra.launcher.timeout_min=10"],
+                                                   marks=pytest.mark.slow)],
                          ids=["joblib", "submitit_local"])
 def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     proc = subprocess.run(command(tmp_path, *launcher, "echo.factor=1,2"), capture_output=True, text=True,
