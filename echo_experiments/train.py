@@ -67,6 +67,9 @@ class InputLost(Exception):
     """The input pipeline's source stopped answering (nothing within data.timeout_s) or failed (a record server
     gone, a truncated file); str() is the one line shown to the user."""
 
+    def __init__(self, what: str):
+        super().__init__(f"{what}; the run keeps its last checkpoint: run the same command to resume once it answers")
+
 
 def input_source(cfg: DictConfig) -> str:
     """What the input pipeline waits on, in words, for a timeout's message."""
@@ -397,13 +400,11 @@ class Trainer:
             # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
             causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")
             cause = causes[-1] if causes else (e.message or type(e).__name__).strip().splitlines()[0]
-            raise InputLost(f"the input pipeline failed reading from {input_source(self.cfg)}: {cause}; the run "
-                            "keeps its last checkpoint: run the same command to resume once it answers") from None
+            raise InputLost(f"the input pipeline failed reading from {input_source(self.cfg)}: {cause}") from None
         except concurrent.futures.TimeoutError:
             self._waiter.shutdown(wait=False)
             raise InputLost(f"no batch from {input_source(self.cfg)} within data.timeout_s="
-                              f"{self.cfg.data.timeout_s:g} s; the run keeps its last checkpoint: run the same command "
-                              "to resume once it answers") from None
+                            f"{self.cfg.data.timeout_s:g} s") from None
 
     def close_events(self, summary: dict[str, Any]) -> None:
         """The run's outcome into its event files (the HParams dashboard's metrics), then close them."""

@@ -14,6 +14,14 @@ from hydra import compose, initialize_config_module  # noqa: E402
 FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0"]
 
 
+def metric_rows(run_dir):
+    """A run directory's metrics.jsonl rows without their clock readings (the keys ending in _s), the part two
+    runs of the same config must agree on."""
+    from echo_experiments.runs import RunDir
+
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
+
+
 def compose_config(*overrides: str):
     with initialize_config_module(version_base="1.3", config_module="echo_experiments.conf"):
         return compose("config", overrides=list(overrides))

@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config
+from conftest import compose_config, metric_rows
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments import optim
 from echo_experiments.data import stream
 from echo_experiments.cli import check_command_line
-from echo_experiments.runs import RunDir
 from echo_experiments.train import TrainState, make_train_step, run
 from echo_experiments.workloads import make
 from conftest import FAST
@@ -39,10 +38,6 @@ def cli(run_dir, *args, devices=1, **popen):
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
-def rows(run_dir):
-    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
-
-
 def test_two_devices_give_the_one_device_loss_curve(tmp_path):
     # 20 steps: float sums taken in another order across devices drift apart as training goes on, while a
     # batch statistic computed per device instead of over the global batch would show at once.
@@ -54,7 +49,7 @@ def test_two_devices_give_the_one_device_loss_curve(tmp_path):
     s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert (s1["devices"], s2["devices"]) == (1, 2)
     assert s1["fresh_examples"] == s2["fresh_examples"] == 20 * 16
-    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+    a, b = metric_rows(tmp_path / "one"), metric_rows(tmp_path / "two")
     assert [r["fresh_examples"] for r in a] == [r["fresh_examples"] for r in b] == [160, 320]
     for x, y in zip(a, b):
         # Losses are sums of thousands of terms: another summation order moves them by ~1e-6 relative.
@@ -83,7 +78,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(t
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
     b = json.loads((tmp_path / "killed" / "summary.json").read_text())
     assert (a["steps"], a["fresh_examples"]) == (b["steps"], b["fresh_examples"]) == (200, 200 * 16)
-    assert rows(tmp_path / "whole") == rows(tmp_path / "killed")  # the same batches, losses and metrics
+    assert metric_rows(tmp_path / "whole") == metric_rows(tmp_path / "killed")  # the same batches, losses and metrics
 
 
 def start_service():
@@ -137,7 +132,7 @@ def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopb
                   tmp_path / "service")
     local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_seconds=0"), tmp_path / "local")
     assert summary["fresh_examples"] == local_summary["fresh_examples"] == 60 * 16
-    assert rows(tmp_path / "service") == rows(tmp_path / "local")
+    assert metric_rows(tmp_path / "service") == metric_rows(tmp_path / "local")
 
 
 def test_bfloat16_compute_keeps_float32_parameters(data_dir):

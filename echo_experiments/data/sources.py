@@ -5,19 +5,18 @@ of any echo point); evaluation reads them decoded. Nothing here downloads: a dat
 raises :class:`DataMissing` with the exact steps to get it.
 """
 
-import contextlib
-import fcntl
 import gzip
 import os
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from filelock import FileLock
 from google.protobuf import json_format
 
 # Progress bars of TFDS's preparation would interleave with the run's own output.
@@ -166,23 +165,13 @@ def _offline(builder_class: type, needs: Optional[Path], directory: Path) -> tfd
     if needs is not None and not needs.exists():
         raise DataMissing(f"{name} needs {needs}, which is missing: " + HOW_TO_GET[builder_class.DATASET]
                           .format(data_dir=directory))
-    with _lock(directory / f".{name}.lock"):
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(directory / f".{name}.lock"):
         builder = builder_class(data_dir=str(directory))
         if not builder.is_prepared():  # another process may have prepared it while we waited
             print(f"Preparing {name} {f'from {needs.parent} ' if needs else ''}into {directory} (once) ...", flush=True)
             builder.download_and_prepare()
     return builder
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_idx(path: Path) -> np.ndarray:

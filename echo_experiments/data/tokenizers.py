@@ -10,8 +10,7 @@ from typing import Iterable
 
 import numpy as np
 import tensorflow as tf
-
-from echo_experiments.data.sources import _lock
+from filelock import FileLock
 
 
 class ByteTokenizer:
@@ -36,7 +35,8 @@ class SentencePieceTokenizer:
         import sentencepiece as spm
 
         if not model_path.exists():
-            with _lock(model_path.with_suffix(".lock")):
+            model_path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(model_path.with_suffix(".lock")):
                 if not model_path.exists():
                     model = io.BytesIO()
                     spm.SentencePieceTrainer.train(
