@@ -47,7 +47,7 @@ def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
 
 
 def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_path):
-    procs = start(tmp_path, "trainer.max_fresh_examples=10000000", "trainer.distributed_timeout_s=30")
+    procs = start(tmp_path, "trainer.max_fresh_examples=10000000", "trainer.distributed_timeout_s=20")
     deadline = time.time() + 300
     metrics = tmp_path / "0" / "metrics.jsonl"
     while not (metrics.exists() and metrics.read_text()) and time.time() < deadline:  # collectives are running

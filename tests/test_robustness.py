@@ -18,8 +18,8 @@ from echo_experiments.runs import RunDirInUse
 from echo_experiments.train import Interrupted, run
 
 ROOT = Path(__file__).resolve().parents[1]
-# 600 steps of 32, an evaluation every 32 steps, trained past the target.
-LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1000"]
+# 320 steps of 32, an evaluation every 32 steps (10 rows), trained past the target.
+LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1000", "trainer.max_fresh_examples=10240"]
 
 
 def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(
@@ -43,7 +43,7 @@ def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as
     assert not (cut / "summary.json").exists() and len(metric_rows(cut)) == 5
     monkeypatch.setattr(Events, "row", original)
     run(compose_config(*LONG), cut)
-    assert metric_rows(cut) == metric_rows(tmp_path / "whole") and len(metric_rows(cut)) == 19
+    assert metric_rows(cut) == metric_rows(tmp_path / "whole") and len(metric_rows(cut)) == 10
 
 
 def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
@@ -99,7 +99,7 @@ def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeyp
     assert (failed["status"], failed["error"]) == ("failed", "RuntimeError: disk on fire")
     monkeypatch.setattr(Workload, "evaluate", original)
     resumed = run(cfg, tmp_path)  # from the checkpoint at step 64, not from scratch
-    assert resumed["status"] == "reached_target" and len(metric_rows(tmp_path)) == 19
+    assert resumed["status"] == "reached_target" and len(metric_rows(tmp_path)) == 10
     first = (tmp_path / "summary.json").stat().st_mtime_ns
     assert run(cfg, tmp_path) == resumed and (tmp_path / "summary.json").stat().st_mtime_ns == first  # complete
     again = run(compose_config(*LONG, "trainer.checkpoint_every_steps=32", "trainer.restart=true"), tmp_path)
