@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
-from scipy.stats import qmc
 
 from echo_experiments.config import ConfigError, validate
 
 
 def unit_point(dimensions: int, study: int, trial: int, seed: int, sampler: str) -> np.ndarray:
     """Point ``trial`` of study ``study``'s scrambled sequence, in [0, 1)^dimensions."""
+    from scipy.stats import qmc  # a second to import (all of scipy.stats): only a study's trials pay it
+
     rng = np.random.default_rng([seed, study])
     engine = (qmc.Halton(dimensions, scramble=True, seed=rng) if sampler == "halton"
               else qmc.Sobol(dimensions, scramble=True, seed=rng))
