@@ -61,7 +61,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)
-    _sweep_progress(Path(out_dir).parent)
+    _sweep_progress(Path(out_dir).parent, ran=Path(out_dir, SUMMARY).stat().st_mtime >= _sweep_started())
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
     reached = summary["fresh_examples_to_target"]
     return float(reached) if reached is not None else float("inf")
@@ -71,18 +71,30 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 SWEEP_JOBS, SWEEP_STARTED = "ECHO_SWEEP_JOBS", "ECHO_SWEEP_STARTED"
 
 
-def _sweep_progress(sweep_dir: Path) -> None:
-    """After each job of a sweep, one line: jobs complete of all, and the time left at this invocation's pace."""
-    total, started = int(os.environ.get(SWEEP_JOBS, 0)), float(os.environ.get(SWEEP_STARTED, 0))
+def _sweep_started() -> float:
+    return float(os.environ.get(SWEEP_STARTED, 0))
+
+
+def _sweep_progress(sweep_dir: Path, ran: bool) -> None:
+    """After each job of a sweep, one line: this command's jobs complete, and the time left at the pace of
+    the jobs it ran itself (jobs complete from an earlier, interrupted command take no time)."""
+    total = int(os.environ.get(SWEEP_JOBS, 0))
     if total <= 1:
         return
-    finished = list(sweep_dir.glob(f"*/{SUMMARY}"))
-    now = time.time()
-    here = sum(1 for p in finished if p.stat().st_mtime >= started)  # finished by this invocation
-    left = max(0, total - len(finished))
-    eta = left * (now - started) / here if here else math.nan
-    log.info("sweep %s: %d of %d jobs complete; about %s left", sweep_dir, len(finished), total,
-             f"{eta / 3600:.1f} h" if eta >= 3600 else f"{eta / 60:.0f} min")
+    # A launcher may run the jobs in other processes (joblib) or on other machines (submitit): each job adds
+    # one line to this command's progress file (appends this short are atomic), so the last one counts all.
+    progress = sweep_dir / f".progress-{os.environ[SWEEP_STARTED]}"
+    with progress.open("a") as f:
+        f.write("ran\n" if ran else "kept\n")
+    lines = progress.read_text().split()
+    complete, ran_here = len(lines), lines.count("ran")
+    if ran_here:
+        eta = (total - complete) * (time.time() - _sweep_started()) / ran_here
+        left = f"about {eta / 3600:.1f} h left" if eta >= 3600 else f"about {eta / 60:.0f} min left"
+    else:
+        left = "time left known once a job has run"
+    log.info("sweep %s: %d of %d jobs complete (%d kept from an earlier run); %s", sweep_dir, complete, total,
+             complete - ran_here, left)
 
 
 def main() -> None:
@@ -147,11 +159,13 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
         fixed = [o.input_line for o in app if not o.is_sweep_override()]
-        # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps the same key.
+        fixed_keys = {o.get_key_element() for o in app if not o.is_sweep_override()}
+        # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps or sets the same
+        # key (Hydra's sweeper lets the command line win: `tuning.study=0` runs study 0 alone).
         first = _compose(config_name, fixed + [f"{k}={v[0]}" for k, v in sweeps.items()] + hydra_args, hydra=True)
         params = OmegaConf.select(first, "hydra.sweeper.params") or {}
         for key, spec in params.items():
-            if key not in sweeps:
+            if key not in sweeps and key not in fixed_keys:
                 ov = parser.parse_override(f"{key}={spec}")
                 sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
         if jobs is not None:

@@ -19,7 +19,8 @@ from echo_experiments.train import Interrupted, run
 
 ROOT = Path(__file__).resolve().parents[1]
 # 320 steps of 32, an evaluation every 32 steps (10 rows), trained past the target.
-LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1000", "trainer.max_fresh_examples=10240"]
+LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1000",
+        "trainer.max_fresh_examples=10240"]
 
 
 def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(

@@ -70,6 +70,11 @@ def test_a_killed_sweep_finishes_on_rerun_without_redoing_complete_trials(tmp_pa
         assert (tmp_path / name / "summary.json").stat().st_mtime_ns == stamps[name]
         assert after[name] == first[name]
     assert (rerun.stdout + rerun.stderr).count("not run again") == len(first)
+    # One progress line per job of this command; the pace comes from the jobs it ran, not the ones it kept.
+    lines = (rerun.stdout + rerun.stderr).splitlines()
+    progress = [line.split(": ", 1)[1] for line in lines if "jobs complete" in line]
+    assert progress[0] == "1 of 3 jobs complete (1 kept from an earlier run); time left known once a job has run"
+    assert progress[-1] == f"3 of 3 jobs complete ({len(first)} kept from an earlier run); about 0 min left"
     for name in after:  # the interrupted trial was redone from the start: one row per evaluation
         steps = [json.loads(r)["step"] for r in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         assert steps == sorted(set(steps)) and steps[-1] == after[name]["steps"]
@@ -117,6 +122,14 @@ def test_cluster_launchers_compose_to_submitit_slurm(launcher, nodes):
 
 
 PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experiment").glob("*.yaml"))
+
+
+def test_a_sweep_counts_the_jobs_hydra_will_run():
+    jobs = []
+    assert check_command_line(["-m", "experiment=placements_e2_cpu"], jobs) is None
+    assert check_command_line(["-m", "experiment=placements_e2_cpu", "tuning.study=1"], jobs) is None  # one study
+    assert check_command_line(["-m", "experiment=placements_e2_cpu", "echo=none,after_batching"], jobs) is None
+    assert jobs == [4 * 3 * 6, 4 * 6, 2 * 3 * 6]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
