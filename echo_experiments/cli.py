@@ -61,7 +61,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)
-    _sweep_progress(Path(out_dir).parent, ran=Path(out_dir, SUMMARY).stat().st_mtime >= _sweep_started())
+    _sweep_progress(Path(out_dir))
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
     reached = summary["fresh_examples_to_target"]
     return float(reached) if reached is not None else float("inf")
@@ -71,16 +71,14 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 SWEEP_JOBS, SWEEP_STARTED = "ECHO_SWEEP_JOBS", "ECHO_SWEEP_STARTED"
 
 
-def _sweep_started() -> float:
-    return float(os.environ.get(SWEEP_STARTED, 0))
-
-
-def _sweep_progress(sweep_dir: Path, ran: bool) -> None:
+def _sweep_progress(job_dir: Path) -> None:
     """After each job of a sweep, one line: this command's jobs complete, and the time left at the pace of
     the jobs it ran itself (jobs complete from an earlier, interrupted command take no time)."""
-    total = int(os.environ.get(SWEEP_JOBS, 0))
-    if total <= 1:
+    total, started = int(os.environ.get(SWEEP_JOBS, 0)), float(os.environ.get(SWEEP_STARTED, 0))
+    summary = job_dir / SUMMARY
+    if total <= 1 or not summary.exists():  # one job, or not process 0 of a multi-process job
         return
+    ran, sweep_dir = summary.stat().st_mtime >= started, job_dir.parent
     # A launcher may run the jobs in other processes (joblib) or on other machines (submitit): each job adds
     # one line to this command's progress file (appends this short are atomic), so the last one counts all.
     progress = sweep_dir / f".progress-{os.environ[SWEEP_STARTED]}"
@@ -89,7 +87,7 @@ def _sweep_progress(sweep_dir: Path, ran: bool) -> None:
     lines = progress.read_text().split()
     complete, ran_here = len(lines), lines.count("ran")
     if ran_here:
-        eta = (total - complete) * (time.time() - _sweep_started()) / ran_here
+        eta = (total - complete) * (time.time() - started) / ran_here
         left = f"about {eta / 3600:.1f} h left" if eta >= 3600 else f"about {eta / 60:.0f} min left"
     else:
         left = "time left known once a job has run"
