@@ -156,8 +156,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             yield _compose(config_name, [o.input_line for o in app] + hydra_args)
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
-        fixed = [o.input_line for o in app if not o.is_sweep_override()]
-        fixed_keys = {o.get_key_element() for o in app if not o.is_sweep_override()}
+        set_here = [o for o in app if not o.is_sweep_override()]
+        fixed, fixed_keys = [o.input_line for o in set_here], {o.get_key_element() for o in set_here}
         # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps or sets the same
         # key (Hydra's sweeper lets the command line win: `tuning.study=0` runs study 0 alone).
         first = _compose(config_name, fixed + [f"{k}={v[0]}" for k, v in sweeps.items()] + hydra_args, hydra=True)

@@ -35,6 +35,11 @@ class Parallel:
     def devices(self) -> int:
         return self.mesh.size
 
+    @property
+    def writes_run_dir(self) -> bool:
+        """Of several processes, the first alone writes the run directory (and holds its lock)."""
+        return self.host.index == 0
+
     def put_batch(self, local_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """A global batch sharded over the devices, from this process's part of it."""
         if self.host.count == 1:

@@ -153,8 +153,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
     cfg = run_config(cfg)
     use_compilation_cache(cfg.trainer.compilation_cache_dir)
     mesh = parallel.setup(cfg.trainer, int(cfg.workload.batch_size))
-    writer = mesh.host.index == 0  # of several processes, the first writes the run directory (and holds it)
-    run_dir = RunDir(out_dir).hold() if writer else RunDir(out_dir)
+    run_dir = RunDir(out_dir).hold() if mesh.writes_run_dir else RunDir(out_dir)
     try:
         return _run(cfg, run_dir, mesh)
     finally:
@@ -162,7 +161,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> dict[str, Any]:
 
 
 def _run(cfg: DictConfig, run_dir: RunDir, mesh: parallel.Parallel) -> dict[str, Any]:
-    writer = mesh.host.index == 0
+    writer = mesh.writes_run_dir
     if cfg.trainer.restart and writer:
         run_dir.clear()
     changed = run_dir.differences(cfg)
@@ -287,10 +286,10 @@ class Trainer:
         #: The fewest fresh examples to target of the study's other trials so far (None: not in a study).
         self.prune = prune
         #: The run's values for TensorBoard's HParams (None: no event files).
-        self.hparams = hparams if mesh.host.index == 0 else None
+        self.hparams = hparams if mesh.writes_run_dir else None
         self.events: Optional[Events] = None
         self._waiter: Optional[concurrent.futures.ThreadPoolExecutor] = None
-        self.writer = mesh.host.index == 0
+        self.writer = mesh.writes_run_dir
         self.batch_size = int(cfg.workload.batch_size)
         self.tx = optim.optimizer(cfg.optimizer)
         self.schedule = optim.schedule(cfg.optimizer, cfg.trainer)
