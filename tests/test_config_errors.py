@@ -29,6 +29,12 @@ CASES = [
     (["seed=-3"], "seed=-3 is not allowed: an integer in [0, 2147483647]"),
     (["seed=x"], "seed=x is not allowed: an integer in [0, 2147483647]"),
     (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: null or an integer >= 1"),
+    (["trainer.num_processes=0"], "trainer.num_processes=0 is not allowed: null or an integer >= 1"),
+    (["trainer.process_id=-1"], "trainer.process_id=-1 is not allowed: null or an integer >= 0"),
+    (["trainer.distributed_timeout_s=0"], "trainer.distributed_timeout_s=0 is not allowed: an integer >= 1 (seconds)"),
+    (["trainer.coordinator_address=''"],
+     "trainer.coordinator_address='' is not allowed: null (found from SLURM, Open MPI or the TPU slice) or host:port of "
+     "process 0"),
     (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
     (["trainer.eval_every_fresh_examples=many"],
      "trainer.eval_every_fresh_examples=many is not allowed: an integer >= 1"),
