@@ -134,8 +134,9 @@ def test_example_echo_at_one_and_a_half(workload, placement):
 
 
 def test_loss_is_finite_and_falls_on_real_data(tmp_path):
-    summary = run(compose_config("workload=ssd_fashion", "trainer.max_steps=120", "workload.eval_examples=100",
-                                 "trainer.eval_every_fresh_examples=1280", "trainer.profile_batches=0",
+    # 60 steps: the loss halves by then (about 14.0 at step 20, 6.9 at step 60 for seed 0).
+    summary = run(compose_config("workload=ssd_fashion", "trainer.max_steps=60", "workload.eval_examples=100",
+                                 "trainer.eval_every_fresh_examples=640", "trainer.profile_batches=0",
                                  "trainer.progress=false", "workload.target.value=0.99"), tmp_path)
     rows = list(RunDir(tmp_path).metrics())
     assert summary["status"] == "not_reached" and len(rows) == 3

@@ -125,11 +125,12 @@ PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experime
 
 
 def test_a_sweep_counts_the_jobs_hydra_will_run():
-    jobs = []
-    assert check_command_line(["-m", "experiment=placements_e2_cpu"], jobs) is None
-    assert check_command_line(["-m", "experiment=placements_e2_cpu", "tuning.study=1"], jobs) is None  # one study
-    assert check_command_line(["-m", "experiment=placements_e2_cpu", "echo=none,after_batching"], jobs) is None
-    assert jobs == [4 * 3 * 6, 4 * 6, 2 * 3 * 6]
+    # Two trials per study instead of the preset's six: each job is composed and checked, at 0.2 s a job.
+    jobs, trials = [], "tuning.trials=2"
+    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials], jobs) is None
+    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "tuning.study=1"], jobs) is None
+    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "echo=none,after_batching"], jobs) is None
+    assert jobs == [4 * 3 * 2, 4 * 2, 2 * 3 * 2]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -139,7 +140,7 @@ def test_every_preset_sweeps_only_valid_jobs(preset):
 
 
 def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials(tmp_path):
-    """One study of four real trials, run with pruning and without: the best trial is the same, the pruned
+    """One study of three real trials, run with pruning and without: the best trial is the same, the pruned
     trials stopped at or past the best's fresh examples, and the reporter counts them."""
     from echo_experiments.report.__main__ import main as report
 
@@ -147,7 +148,7 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
              "trainer.max_fresh_examples=12800"]
     outcome = {}
     for prune in ("true", "false"):
-        for trial in range(4):
+        for trial in range(3):
             run(compose_config(*study, f"tuning.trial={trial}", f"tuning.prune={prune}"),
                 tmp_path / prune / f"trial={trial}")
         outcome[prune] = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / prune).glob("*/summary.json")}
@@ -167,7 +168,7 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
     assert report([str(tmp_path / "true"), "--out", str(tmp_path / "report")]) == 0
     table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
     assert table[["n_studies", "n_trials", "n_trials_pruned", "median"]].values.tolist() == [
-        [1, 4, len(pruned), best["true"]]]
+        [1, 3, len(pruned), best["true"]]]
     # `tensorboard --logdir <sweep dir>`: one run per trial, each with its HParams session and its curves on
     # steps and on fresh examples, and its outcome as the HParams table's metric.
     from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
