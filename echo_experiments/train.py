@@ -289,7 +289,6 @@ class Trainer:
         self.hparams = hparams if mesh.writes_run_dir else None
         self.events: Optional[Events] = None
         self._waiter: Optional[concurrent.futures.ThreadPoolExecutor] = None
-        self.writer = mesh.writes_run_dir
         self.batch_size = int(cfg.workload.batch_size)
         self.tx = optim.optimizer(cfg.optimizer)
         self.schedule = optim.schedule(cfg.optimizer, cfg.trainer)
@@ -330,10 +329,10 @@ class Trainer:
             state, seen, saved = self.checkpoints.restore(latest, state, iterator)
             loop = LoopState(**saved)
             fresh = FreshCounter.from_seen(seen)
-            if self.writer:
+            if self.mesh.writes_run_dir:
                 self.run_dir.keep_metrics_until(loop.step)
             log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop.step, fresh.count)
-        elif self.writer:
+        elif self.mesh.writes_run_dir:
             self.run_dir.start(self.cfg)
         if self.hparams is not None:  # after keep_metrics_until: the event files start over from the kept rows
             self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
@@ -344,7 +343,7 @@ class Trainer:
         # Progress in the budget's unit: fresh examples unless only a step cap is given.
         bar = tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else loop.step,
                    unit="fresh" if t.max_fresh_examples else "step", leave=False,
-                   disable=not (self.writer and t.progress and sys.stderr.isatty()))
+                   disable=not (self.mesh.writes_run_dir and t.progress and sys.stderr.isatty()))
         start = time.perf_counter() - loop.elapsed_s
         step = loop.step
         last_save = time.perf_counter()
@@ -434,7 +433,7 @@ class Trainer:
         row = {"step": step, "fresh_examples": count, "examples_trained": step * self.batch_size,
                "elapsed_s": elapsed_s, "wall_time_s": train_s, "eval_time_s": loop.eval_s,
                "train_loss": train_loss, "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
-        if self.writer:
+        if self.mesh.writes_run_dir:
             self.run_dir.append_metrics(row)
         if self.events:
             self.events.row(row)
