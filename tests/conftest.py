@@ -14,6 +14,11 @@ from hydra import compose, initialize_config_module  # noqa: E402
 FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0"]
 
 
+def env_with_xla_flags(*flags: str) -> dict[str, str]:
+    """This process's environment for a subprocess, with ``flags`` added to any XLA_FLAGS already set."""
+    return {**os.environ, "XLA_FLAGS": " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()}
+
+
 def metric_rows(run_dir):
     """A run directory's metrics.jsonl rows without their clock readings (the keys ending in _s), the part two
     runs of the same config must agree on."""

@@ -1,14 +1,13 @@
 """A real two-process run on this machine: jax.distributed over localhost with the CPU collectives (gloo)."""
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
 
-from conftest import FAST
+from conftest import FAST, env_with_xla_flags
 
 # e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.
 COMMON = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.stop_at_target=false", "trainer.profile_batches=0",
@@ -28,7 +27,7 @@ def start(tmp_path, *args):
     # Process 1 compiles every program on every run (JAX's persistent cache is written and served by process
     # 0 only) and these runs are a few hundred steps: at XLA's backend optimisation level 0 a compile of the
     # synthetic workload takes about 7 CPU-s instead of 25, and the steps stay exact.
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0"}
+    env = env_with_xla_flags("--xla_backend_optimization_level=0")
     procs = []
     for i in (0, 1):
         with open(tmp_path / f"stderr{i}", "w") as err:

@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config, metric_rows
+from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments import optim
 from echo_experiments.data import stream
 from echo_experiments.cli import check_command_line
 from echo_experiments.train import TrainState, make_train_step, run
 from echo_experiments.workloads import make
-from conftest import FAST
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
 SHORT = [*FAST, "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=60",
@@ -32,7 +31,7 @@ SHORT = [*FAST, "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.ma
 
 
 def cli(run_dir, *args, devices=1, **popen):
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu"}
+    env = {**env_with_xla_flags(f"--xla_force_host_platform_device_count={devices}"), "JAX_PLATFORMS": "cpu"}
     command = [sys.executable, "-m", "echo_experiments", *SHORT, *args, f"hydra.run.dir={run_dir}"]
     if popen:
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
