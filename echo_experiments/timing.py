@@ -8,7 +8,9 @@ factor it suggests (``python -m echo_experiments.profile [overrides]`` prints th
   time per upstream step = max(t_upstream, e * t_downstream));
 - accelerator_idle_fraction: of a normal run's time after its first batch (once the shuffle buffer is
   full; ``startup_s`` is the time before it), the part spent neither in train steps nor in evaluation:
-  1 - (steps * downstream_s_per_step + eval_time_s) / (elapsed_s - startup_s).
+  1 - (steps * downstream_s_per_step + eval_time_s) / (elapsed_s - startup_s);
+- other_cores: the mean number of cores that other processes kept busy while the run trained (OtherWork). A
+  timed run that shared the machine measured the other work too (PROTOCOL.md: such runs do not count).
 
 Every run measures the first two before it trains and writes all of them into its summary.json.
 """
@@ -20,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
+import psutil
 
 from echo_experiments.data import stream
 
@@ -46,6 +49,30 @@ class Timing:
     def as_dict(self) -> dict[str, float]:
         return {**asdict(self), "upstream_downstream_ratio": self.ratio,
                 "recommended_echo_factor": self.recommended_echo_factor()}
+
+
+class OtherWork:
+    """CPU seconds the rest of the machine used since this was made: the machine's busy CPU time (psutil, all but
+    idle and I/O wait; steal included, a hypervisor's other guests slow a run as much) less this process's own
+    (its threads and the children it has reaped). ``carried_s`` is what an earlier part of a resumed run used."""
+
+    def __init__(self, carried_s: float = 0.0):
+        self.carried_s = carried_s
+        self._began = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float]:
+        machine = psutil.cpu_times()
+        fields = machine._asdict()
+        # On Linux guest time is already inside user and nice time: counting it again would invent work.
+        busy = sum(fields.values()) - sum(fields.get(k, 0.0) for k in ("idle", "iowait", "guest", "guest_nice"))
+        own = psutil.Process().cpu_times()
+        return busy, own.user + own.system + own.children_user + own.children_system
+
+    def seconds(self) -> float:
+        busy, own = self._sample()
+        # Clipped at 0: the machine's counters tick in 10 ms steps, this process's in finer ones.
+        return self.carried_s + max(0.0, (busy - self._began[0]) - (own - self._began[1]))
 
 
 def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_seconds: float = 2.0) -> float:

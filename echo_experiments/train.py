@@ -269,6 +269,7 @@ class LoopState:
     checkpoint_s: float = 0.0
     elapsed_s: float = 0.0
     startup_s: Optional[float] = None  # seconds until the first batch (the shuffle buffer filling)
+    other_cpu_s: float = 0.0  # CPU seconds other processes used while this run trained (timing.OtherWork)
     metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation's
     train_loss: Optional[float] = None
     stop: bool = False
@@ -345,6 +346,7 @@ class Trainer:
                    unit="fresh" if t.max_fresh_examples else "step", leave=False,
                    disable=not (self.mesh.writes_run_dir and t.progress and sys.stderr.isatty()))
         start = time.perf_counter() - loop.elapsed_s
+        other_work = timing.OtherWork(loop.other_cpu_s)
         step = loop.step
         last_save = time.perf_counter()
         with StopSignals() as signals:
@@ -369,7 +371,7 @@ class Trainer:
                 stopping = loop.stop or signals.received is not None
                 if self.checkpoints and self._checkpoint_due(step, stopping, last_save):
                     last_save = saving = time.perf_counter()
-                    loop.step, loop.elapsed_s = step, saving - start
+                    loop.step, loop.elapsed_s, loop.other_cpu_s = step, saving - start, other_work.seconds()
                     loop.pending_losses = [float(x) for x in jax.device_get(losses)]
                     self.checkpoints.save(step, state, iterator, fresh.seen, asdict(loop))
                     loop.checkpoint_s += time.perf_counter() - saving
@@ -383,6 +385,7 @@ class Trainer:
         if signals.received is not None and not loop.stop:
             raise Interrupted(signals.received, step, self.mesh.total(fresh.count), self.run_dir.path,
                               self.checkpoints is not None)
+        loop.other_cpu_s = other_work.seconds()
         return self._result(loop, step, self.mesh.total(fresh.count), time.perf_counter() - start, compile_s, facts)
 
     def _next_batch(self, iterator) -> dict[str, np.ndarray]:
@@ -477,6 +480,7 @@ class Trainer:
             "eval_time_s": loop.eval_s,
             "checkpoint_time_s": loop.checkpoint_s,
             "compile_time_s": compile_s,
+            "other_cores": loop.other_cpu_s / elapsed_s if elapsed_s > 0 else 0.0,
             "devices": self.mesh.devices,
             "precision": self.t.precision,
             **(loop.to_target or {"fresh_examples_to_target": None, "steps_to_target": None,

@@ -1,11 +1,12 @@
 """The profiler's arithmetic and command."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from echo_experiments.timing import Timing
+from echo_experiments.timing import OtherWork, Timing
 from conftest import FAST
 
 
@@ -23,6 +24,17 @@ def test_idle_fraction_is_the_time_not_spent_in_steps():
     assert t.idle_fraction(steps=100, elapsed_s=25.0, busy_s=5.0) == pytest.approx(0.6)  # evaluation is busy
     assert t.idle_fraction(steps=100, elapsed_s=4.0) == 0.0  # clamped: steps ran faster than on a cached batch
     assert t.as_dict()["upstream_downstream_ratio"] == pytest.approx(5.0)
+
+
+def test_other_work_counts_another_process_cpu_time():
+    other = OtherWork(carried_s=2.0)
+    # One CPU-second however busy the machine is (process_time, not wall time).
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 1.0: pass"])
+    os.waitid(os.P_PID, spinner.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped: not this process's child time
+    used = other.seconds() - 2.0
+    spinner.wait()
+    # The spinner's second, and the interpreter's start-up, counted in 10 ms ticks; more if tests run beside it.
+    assert used >= 0.95
 
 
 def test_profile_command_prints_the_timing_facts():
