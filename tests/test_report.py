@@ -95,13 +95,19 @@ def test_fresh_examples_to_target_table(report):
 def test_speedups_table(report):
     t = table(report, "speedups.csv")
     assert list(t.columns) == ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned",
-                               "median_seconds", "min_seconds", "max_seconds", "speedup", "R", "ideal_speedup"]
+                               "n_trials_shared", "median_seconds", "min_seconds", "max_seconds", "speedup",
+                               "speedup_min", "speedup_max", "R", "ideal_speedup", "efficiency"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the fastest trial to target: study 0 -> 10 s, study 1 -> 8 s.
     assert base[["median_seconds", "min_seconds", "max_seconds", "speedup"]].tolist() == [9.0, 8.0, 10.0, 1.0]
+    assert base[["speedup_min", "speedup_max"]].tolist() == [pytest.approx(0.9), pytest.approx(9 / 8)]
     e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
     assert e2[["median_seconds", "min_seconds"]].tolist() == [6.0, 5.0] and math.isinf(e2["max_seconds"])
     assert e2["speedup"] == pytest.approx(9.0 / 6.0)
+    # The slowest study never reached the target: no speedup at all there, never a negative one.
+    assert e2[["speedup_min", "speedup_max"]].tolist() == [0.0, pytest.approx(9.0 / 5.0)]
+    assert (t["n_trials_shared"] == 0).all()  # these runs recorded no measure of other work: counted as alone
+    assert "Runs that shared the machine" not in (report / "report.md").read_text()
     assert math.isnan(e2["R"]) and math.isnan(e2["ideal_speedup"])  # no timing facts in these runs
     v = t.loc[("v", "after_batching", 2.0, 32, 0)]
     assert math.isnan(v["speedup"]) and math.isnan(v["R"])  # R is measured on the baseline, which v lacks
@@ -122,6 +128,29 @@ def test_ideal_speedup_is_min_of_e_and_r_and_never_below_one(tmp_path):
     assert t.loc[("u", "before_augmentation", 4.0, 64, 0), "ideal_speedup"] == pytest.approx(3.0)
     assert t.loc[("x", "before_augmentation", 4.0, 64, 0), ["R", "ideal_speedup"]].tolist() == [
         pytest.approx(0.5), 1.0]
+
+
+def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp_path):
+    timing = dict(upstream_s_per_batch=0.6, downstream_s_per_step=0.1)  # R = 6 when measured alone
+    make_run(tmp_path / "runs", "base", fresh=1000, seconds=40.0, steps=10, other_cores=0.02, **timing)
+    # A baseline trial that ran beside another job: faster in this made-up case, and its R is off.
+    make_run(tmp_path / "runs", "base_shared", trial=1, fresh=900, seconds=30.0, steps=9, other_cores=1.1,
+             upstream_s_per_batch=0.9, downstream_s_per_step=0.1)
+    for study, seconds in enumerate((10.0, 16.0, 20.0)):
+        make_run(tmp_path / "runs", f"e5_{study}", placement="before_augmentation", factor=5.0, study=study,
+                 fresh=400, seconds=seconds, steps=20, other_cores=0.0, **timing)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    t = table(tmp_path / "out", "speedups.csv")
+    base = t.loc[("w", "none", 1.0, 64, 0)]
+    assert base[["n_trials", "n_trials_shared", "median_seconds", "R"]].tolist() == [1, 1, 40.0, pytest.approx(6.0)]
+    e5 = t.loc[("w", "before_augmentation", 5.0, 64, 0)]
+    assert e5[["n_studies", "n_trials_shared", "speedup", "speedup_min", "speedup_max", "ideal_speedup"]].tolist() \
+        == [3, 0, pytest.approx(2.5), pytest.approx(2.0), pytest.approx(4.0), pytest.approx(5.0)]
+    assert e5["efficiency"] == pytest.approx(0.5)
+    # The fresh-examples table is about data, not time: the shared trial still counts there (study 0's best).
+    assert table(tmp_path / "out", "fresh_examples_to_target.csv").loc[("w", "none", 1.0, 64, 0), "median"] == 900
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Runs that shared the machine (1)" in text and "| base_shared | 1.1 |" in text
 
 
 def test_best_trials_and_ties(report):

@@ -104,8 +104,13 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         "## Seconds to target and speedup\n",
         "Seconds to target count everything from the first batch to the evaluation that met the target "
         "(earlier evaluations included, checkpoints not). The ideal speedup is max(1, min(e, R)), "
-        "R = upstream / downstream time per step, where the runs measured it.\n",
+        "R = upstream / downstream time per step, where the runs measured it; efficiency = speedup / ideal. "
+        "speedup_min and speedup_max: the baseline's median over the slowest and the fastest study. "
+        f"Runs during which other processes kept more than {tables.SHARED_CORES:g} cores busy on average shared "
+        "the machine and are left out of this table (n_trials_shared); runs made before that was recorded "
+        f"count as alone ({_unmeasured(trials)} such runs here).\n",
         table(speed, seconds),
+        _shared_list(trials),
         "## Best metric reached (final performance)\n", table(final, {}),
         "## Best trials at a bound of the search space\n",
         (f"{int(bounds['at_bound'].sum())} of {len(bounds)} tuned values of the studies' best trials lie within "
@@ -121,6 +126,18 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         parts.append("## Skipped run directories\n")
         parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]
     return "\n".join(parts)
+
+
+def _unmeasured(trials: pd.DataFrame) -> int:
+    return int(trials["other_cores"].isna().sum()) if "other_cores" in trials else len(trials)
+
+
+def _shared_list(trials: pd.DataFrame) -> str:
+    shared = tables.shared_runs(trials)
+    if shared.empty:
+        return ""
+    return (f"Runs that shared the machine ({len(shared)}), left out of the seconds and speedups above:\n\n"
+            + table(shared[["path", "other_cores"]], {}))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from echo_experiments.tuning import unit_position
 REQUIRED = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
             "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
             "steps_to_target", "seconds_to_target")
-TIMING = ("upstream_s_per_batch", "downstream_s_per_step", "accelerator_idle_fraction")
+TIMING = ("upstream_s_per_batch", "downstream_s_per_step", "accelerator_idle_fraction", "other_cores")
 
 
 @dataclass(frozen=True)

@@ -79,18 +79,43 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+# A run during which other processes kept more than this many cores busy on average shared the machine: its
+# seconds measured the other work too, and it is left out of the speedups (PROTOCOL.md). A fifth of a core
+# is far above the background of an idle machine (measured on this project's 2-core machine: 0.002 over
+# 10 s) and far below one more job (about 1).
+SHARED_CORES = 0.2
+
+
+def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
+    """The runs that shared the machine (other_cores above SHARED_CORES), with how much."""
+    other = trials["other_cores"].astype(float) if "other_cores" in trials else pd.Series(math.nan, trials.index)
+    shared = other > SHARED_CORES
+    return trials.loc[shared, ["path", *CONDITION]].assign(other_cores=other[shared].to_numpy())
+
+
 def speedups(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per condition: median/min/max over studies of the fastest trial's training seconds to target, the
-    speedup over the baseline's median, and beside it the ideal where R is known: time per fresh batch is
-    max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1."""
-    table = _summarise(study_bests(trials), "seconds")
+    """Per condition, from the runs that had the machine to themselves (runs that recorded no measure of
+    other work, made before it was recorded, count as alone): median/min/max over studies of the fastest
+    trial's training seconds to target, the speedup over the baseline's median with its range
+    (baseline median / max and / min over studies), and beside it the ideal where R is known: time per fresh
+    batch is max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1;
+    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65). ``n_trials_shared`` counts the runs
+    left out."""
+    shared = shared_runs(trials)
+    alone = trials[~trials["path"].isin(shared["path"])]
+    table = _summarise(study_bests(alone), "seconds")
+    n_shared = shared.groupby(CONDITION).size()
+    table.insert(len(CONDITION) + len(COUNTS), "n_trials_shared",
+                 [int(n_shared.get(key, 0)) for key in table[CONDITION].itertuples(index=False, name=None)])
     base = _baseline_medians(table)
-    table["speedup"] = [
-        _ratio(base[(r.workload, r.batch_size)], r.median) if (r.workload, r.batch_size) in base else math.nan
-        for r in table.itertuples()]
-    ratio = _upstream_ratio(trials)
+    for column, seconds in (("speedup", "median"), ("speedup_min", "max"), ("speedup_max", "min")):
+        table[column] = [
+            _ratio(base[(r.workload, r.batch_size)], getattr(r, seconds)) if (r.workload, r.batch_size) in base
+            else math.nan for r in table.itertuples()]
+    ratio = _upstream_ratio(alone)
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
+    table["efficiency"] = table["speedup"] / table["ideal_speedup"]
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
 
 
