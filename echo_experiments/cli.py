@@ -7,6 +7,8 @@ would only meet them job by job); a missing data set or an unreachable store fou
 ends the same way. Library modules never import this one.
 """
 
+import hashlib
+import copy
 import itertools
 import logging
 import math
@@ -45,6 +47,10 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.train import InputLost, Interrupted, PeerLost, run
 
     out_dir = HydraConfig.get().runtime.output_dir
+    if job_key(cfg) in os.environ.get(SWEEP_REPEATS, "").split():
+        log.info("not run: the same run as another job of this sweep (at echo factor 1 there is no echo stage, "
+                 "so the placement and echo shuffle make no difference) -> %s", out_dir)
+        return None
     try:
         summary = run(cfg, out_dir)
     except (C.ConfigError, DataMissing, RunDirInUse) as e:
@@ -68,7 +74,26 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 
 
 # Set by main() for a sweep, read by every job (launchers that start processes pass the environment on).
-SWEEP_JOBS, SWEEP_STARTED = "ECHO_SWEEP_JOBS", "ECHO_SWEEP_STARTED"
+SWEEP_JOBS, SWEEP_STARTED, SWEEP_REPEATS = "ECHO_SWEEP_JOBS", "ECHO_SWEEP_STARTED", "ECHO_SWEEP_REPEATS"
+
+
+def job_key(cfg: DictConfig) -> str:
+    """The condition a job runs: its config but for the tuning trial it is (a study's trials are alike in
+    this), as a short digest, the same in main() and in the job, whichever process runs it."""
+    condition = copy.deepcopy(cfg)
+    condition.tuning.study, condition.tuning.trial = None, None
+    return hashlib.sha256(OmegaConf.to_yaml(condition, resolve=True).encode()).hexdigest()[:16]
+
+
+def run_key(cfg: DictConfig) -> str:
+    """The run a job makes: its config with the echo settings that factor 1 ignores (no echo stage, so no
+    placement and no echo shuffle; stream.build) made equal. A sweep of placements x factors, such as
+    `echo=before_batching,after_batching echo.factor=1,2,4`, then makes its baseline once, not per placement."""
+    if float(cfg.echo.factor) != 1:
+        return job_key(cfg)
+    plain = copy.deepcopy(cfg)
+    plain.echo.placement, plain.echo.shuffle_buffer = C.Placement.NONE.value, None
+    return job_key(plain)
 
 
 def _sweep_progress(job_dir: Path) -> None:
@@ -98,18 +123,24 @@ def _sweep_progress(job_dir: Path) -> None:
 def main() -> None:
     argv = sys.argv[1:]
     jobs: list[int] = []
-    error = check_command_line(argv, jobs)
+    repeats: list[str] = []
+    error = check_command_line(argv, jobs, repeats)
     if error:
         fail(error)
     os.environ[SWEEP_JOBS], os.environ[SWEEP_STARTED] = str(jobs[0] if jobs else 1), str(time.time())
+    os.environ[SWEEP_REPEATS] = " ".join(repeats)
     run_job()
 # Past this many combinations each swept value is checked once, not every product.
 MAX_COMBINATIONS = 128
+# The keys that pick a tuning trial: the same condition in every trial (tuning.py).
+TRIAL_KEYS = ("tuning.study", "tuning.trial")
 
 
-def check_command_line(argv: list[str], jobs: Optional[list[int]] = None) -> Optional[str]:
+def check_command_line(argv: list[str], jobs: Optional[list[int]] = None,
+                       repeats: Optional[list[str]] = None) -> Optional[str]:
     """Return the one-line error for a command line, or None if every job it would run is valid; the number
-    of jobs it would run is appended to ``jobs`` when given."""
+    of jobs it would run is appended to ``jobs`` when given, and to ``repeats`` the job_key of each condition
+    whose jobs make the same runs as an earlier condition's (run_key): its jobs are not run nor counted."""
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion or args.info or args.experimental_rerun:
         return None
@@ -117,12 +148,20 @@ def check_command_line(argv: list[str], jobs: Optional[list[int]] = None) -> Opt
         return None  # a user config tree: each job still validates itself
     from echo_experiments.tuning import run_config
 
-    tasks = set()
+    tasks, makers, conditions, repeated = set(), {}, set(), []
     try:
         for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
                                jobs=jobs):
             run_config(cfg)
             tasks.add(cfg.workload.task)
+            condition = job_key(cfg)
+            conditions.add(condition)
+            if makers.setdefault(run_key(cfg), condition) != condition and condition not in repeated:
+                repeated.append(condition)
+        if jobs and repeated:  # every condition has the same trials: a repeated one's jobs do not run
+            jobs[-1] -= jobs[-1] * len(repeated) // len(conditions)
+        if repeats is not None:
+            repeats += repeated
         from echo_experiments.workloads import task_class  # TensorFlow and JAX: only for valid command lines
 
         for task in sorted(tasks):  # a user's class meets the Workload contract before any job starts
@@ -177,17 +216,21 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
 
 
 def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:
+    """Every combination, or past MAX_COMBINATIONS every combination of the conditions (the keys but a tuning
+    trial's) at the first trial, then each trial once: every condition is composed (check_command_line finds
+    the conditions that repeat another's runs) and every value checked."""
     keys = list(sweeps)
-    total = 1
-    for values in sweeps.values():
-        total *= len(values)
-    if total <= MAX_COMBINATIONS:
+    if math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS:
         for values in itertools.product(*(sweeps[k] for k in keys)):
             yield list(zip(keys, values))
         return
     base = {k: v[0] for k, v in sweeps.items()}
-    for k in keys:
-        for v in sweeps[k]:
+    trial_keys = [k for k in keys if k in TRIAL_KEYS]
+    conditions = [k for k in keys if k not in TRIAL_KEYS]
+    for values in itertools.product(*(sweeps[k] for k in conditions)):
+        yield list({**base, **dict(zip(conditions, values))}.items())
+    for k in trial_keys:
+        for v in sweeps[k][1:]:
             yield list({**base, k: v}.items())
 
 

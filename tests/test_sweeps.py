@@ -102,12 +102,17 @@ def test_a_key_added_to_the_schema_after_a_run_does_not_make_it_another_config(t
                                                    marks=pytest.mark.slow)],
                          ids=["joblib", "submitit_local"])
 def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
-    proc = subprocess.run(command(tmp_path, *launcher, "echo.factor=1,2"), capture_output=True, text=True,
-                          timeout=900)
+    # Four jobs, three runs: at factor 1 both placements are the baseline, made once (in whichever process).
+    proc = subprocess.run(command(tmp_path, *launcher, "echo=before_batching,after_batching", "echo.factor=1,2"),
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = summaries(tmp_path)
-    assert sorted(s["echo_factor"] for s in found.values()) == [1.0, 2.0]
+    assert sorted((s["placement"], s["echo_factor"]) for s in found.values()) == [
+        ("after_batching", 2.0), ("before_batching", 2.0), ("none", 1.0)]
     assert all(s["status"] == "not_reached" and s["steps"] == 20 for s in found.values())
+    log = proc.stdout + proc.stderr
+    assert log.count("not run: the same run as another job of this sweep") == 1
+    assert "3 of 3 jobs complete" in log
 
 
 @pytest.mark.parametrize("launcher,nodes", [("slurm", 1), ("slurm_multinode", 2)])
@@ -131,6 +136,15 @@ def test_a_sweep_counts_the_jobs_hydra_will_run():
     assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "tuning.study=1"], jobs) is None
     assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "echo=none,after_batching"], jobs) is None
     assert jobs == [4 * 3 * 2, 4 * 2, 2 * 3 * 2]
+
+
+def test_a_condition_that_repeats_anothers_runs_is_not_counted():
+    # Baseline, example and batch echoing x 4 echo shuffle buffers: the baseline has no echo stage, so its
+    # four buffers are one condition (run_key): 12 conditions, 3 repeated. 3 x 11 trials: past
+    # MAX_COMBINATIONS, where every condition is still composed (each trial once).
+    jobs, repeats = [], []
+    assert check_command_line(["-m", "experiment=lm_shuffle_buffer_sweep_cpu", "tuning.trials=11"], jobs, repeats) is None
+    assert len(repeats) == 3 and jobs == [(12 - 3) * 3 * 11]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
