@@ -192,6 +192,18 @@ def test_report_has_figures_and_tables(report):
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 
+def test_a_figure_these_runs_do_not_make_is_not_left_from_an_earlier_report(tmp_path):
+    make_run(tmp_path / "runs", "base", fresh=1000, seconds=30.0, steps=10)
+    make_run(tmp_path / "runs", "e2", placement="before_augmentation", factor=2.0, fresh=600, seconds=12.0, steps=20)
+    (tmp_path / "out" / "figures").mkdir(parents=True)
+    for name in ("fresh_examples_vs_batch_size.png", "fresh_examples_vs_batch_size.svg", "mine.png"):
+        (tmp_path / "out" / "figures" / name).write_text("from an earlier report")
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    names = {p.name for p in (tmp_path / "out" / "figures").iterdir()}
+    assert "fresh_examples_at_e2.png" in names and "mine.png" in names  # not one of the report's: kept
+    assert not {"fresh_examples_vs_batch_size.png", "fresh_examples_vs_batch_size.svg"} & names
+
+
 def test_no_complete_run_is_an_error(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "metrics.jsonl").write_text("")
@@ -225,3 +237,38 @@ def test_a_figure_that_cannot_be_drawn_is_left_out_with_a_note(tmp_path, capsys)
     assert note in capsys.readouterr().err
     assert note in (tmp_path / "report" / "report.md").read_text()
     assert not (tmp_path / "report" / "figures" / "fresh_examples_vs_batch_size.png").exists()
+
+
+def _series(fig):
+    """{label: number of points} of a figure's error-bar series and labelled plain lines."""
+    ax = fig.axes[0]
+    lines = {line.get_label(): len(line.get_xdata()) for line in ax.get_lines() if not line.get_label().startswith("_")}
+    return {**lines, **{c.get_label(): len(c.lines[0].get_xdata()) for c in ax.containers}}
+
+
+def test_a_default_echo_shuffle_that_grows_with_e_and_the_batch_does_not_break_a_line():
+    from echo_experiments.report import figures
+
+    rows = []
+    for batch in (16, 32, 64):
+        rows.append(dict(workload="lm", placement="none", echo_factor=1.0, batch_size=batch, shuffle_buffer=0,
+                         median=1000.0, min=900.0, max=1100.0))
+        for e in (2.0, 4.0, 8.0):  # the default rule: 10 x ceil(e) x batch examples
+            for placement, shuffle in (("before_batching", int(10 * e * batch)), ("after_batching", 0)):
+                rows.append(dict(workload="lm", placement=placement, echo_factor=e, batch_size=batch,
+                                 shuffle_buffer=shuffle, median=1000.0 / e, min=900.0 / e, max=1100.0 / e))
+    table = pd.DataFrame(rows)
+    at_32 = table[table["batch_size"] == 32]
+    lines = _series(figures.factor_sweep(at_32))
+    # One line per placement through the baseline and the three factors (and the baseline / e line).
+    assert lines == {"example echoing": 4, "batch echoing": 4, "baseline / e": 4}
+    at_e2 = table[table["echo_factor"] <= 2]
+    lines = _series(figures.batch_size_sweep(at_e2))
+    assert lines == {"baseline": 3, "example echoing, e=2": 3, "batch echoing, e=2": 3}
+    # Placements with their own default buffers are no shuffle sweep; a buffer swept for one placement is.
+    assert figures.shuffle_sweep(at_32) is None
+    # A swept buffer is a line of its own.
+    swept = pd.concat([at_32, at_32[at_32["placement"] == "before_batching"].assign(shuffle_buffer=0)])
+    labels = set(_series(figures.factor_sweep(swept)))
+    assert {"example echoing", "example echoing (shuffle 640)", "example echoing (shuffle 1280)"} <= labels
+    assert figures.shuffle_sweep(swept) is not None

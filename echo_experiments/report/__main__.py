@@ -78,10 +78,15 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
     drawn = figures.draw_all(fresh, speed, curve_rows, notes)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    for name, fig in drawn.items():
+    for name in figures.FIGURES:
         for ext in ("png", "svg"):
-            fig.savefig(out / "figures" / f"{name}.{ext}", dpi=120, metadata={"Date": None} if ext == "svg" else None)
-        plt.close(fig)
+            path = out / "figures" / f"{name}.{ext}"
+            if name in drawn:
+                drawn[name].savefig(path, dpi=120, metadata={"Date": None} if ext == "svg" else None)
+            else:  # drawn by an earlier report from other runs: it would stand beside this report's tables
+                path.unlink(missing_ok=True)
+        if name in drawn:
+            plt.close(drawn[name])
     (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command, notes))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 

@@ -22,6 +22,18 @@ def _label(placement: str, shuffle_buffer: int = 0) -> str:
     return f"{text} (shuffle {shuffle_buffer})" if shuffle_buffer else text
 
 
+def _series(rows: pd.DataFrame, keys: list[str], x: str):
+    """The lines of a figure: (key, shuffle, rows) per value of ``keys``, split by echo shuffle buffer only
+    where one x has several (a swept buffer, shuffle None otherwise). The default buffer grows with e and
+    the batch size (data/stream.py), so splitting by it would leave one point per line."""
+    for key, g in rows.groupby(keys):
+        if g.groupby(x).size().max() > 1:
+            for shuffle, h in g.groupby("shuffle_buffer"):
+                yield key, shuffle, h
+        else:
+            yield key, None, g
+
+
 def _panels(workloads: list[str], title: str) -> tuple[Figure, list]:
     fig, axes = plt.subplots(1, len(workloads), figsize=(5.2 * len(workloads), 4), squeeze=False)
     fig.suptitle(title)
@@ -87,10 +99,10 @@ def factor_sweep(table: pd.DataFrame) -> Optional[Figure]:
         for batch_size in sorted(rows["batch_size"].unique()):
             at_b = rows[rows["batch_size"] == batch_size]
             base = at_b[at_b["echo_factor"] == 1]
-            for (placement, shuffle), g in at_b[at_b["echo_factor"] > 1].groupby(["placement", "shuffle_buffer"]):
+            for (placement,), shuffle, g in _series(at_b[at_b["echo_factor"] > 1], ["placement"], "echo_factor"):
                 g = pd.concat([base, g]).sort_values("echo_factor")
                 suffix = f", batch {batch_size}" if rows["batch_size"].nunique() > 1 else ""
-                _errorbar(ax, g["echo_factor"], g, _label(placement, shuffle) + suffix)
+                _errorbar(ax, g["echo_factor"], g, _label(placement, shuffle or 0) + suffix)
             if len(base) and np.isfinite(base["median"].iloc[0]):
                 e = np.array(sorted(at_b["echo_factor"].unique()))
                 ax.plot(e, base["median"].iloc[0] / e, "k--", label="baseline / e")
@@ -112,9 +124,9 @@ def batch_size_sweep(table: pd.DataFrame) -> Optional[Figure]:
     fig, axes = _panels(workloads, "Fresh examples to target vs batch size")
     for ax, workload in zip(axes, workloads):
         rows = table[table["workload"] == workload]
-        for (placement, factor, shuffle), g in rows.groupby(["placement", "echo_factor", "shuffle_buffer"]):
+        for (placement, factor), shuffle, g in _series(rows, ["placement", "echo_factor"], "batch_size"):
             g = g.sort_values("batch_size")
-            label = _label(placement, shuffle) + (f", e={factor:g}" if factor != 1 else "")
+            label = _label(placement, shuffle or 0) + (f", e={factor:g}" if factor != 1 else "")
             _errorbar(ax, g["batch_size"], g, label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -129,8 +141,10 @@ def batch_size_sweep(table: pd.DataFrame) -> Optional[Figure]:
 def shuffle_sweep(table: pd.DataFrame) -> Optional[Figure]:
     """Fresh examples to target against the size of the shuffle buffer after the echo stage (paper Fig. 7)."""
     echoed = table[table["echo_factor"] > 1]
-    workloads = sorted(w for w in echoed["workload"].unique()
-                       if echoed[echoed["workload"] == w]["shuffle_buffer"].nunique() >= 2)
+    # Only where a condition was run at several buffers: placements that differ in their default buffer
+    # (example echoing shuffles, batch echoing does not) are no shuffle sweep.
+    swept = echoed.groupby(["workload", "placement", "echo_factor", "batch_size"])["shuffle_buffer"].nunique()
+    workloads = sorted({w for (w, *_), n in swept.items() if n >= 2})
     if not workloads:
         return None
     fig, axes = _panels(workloads, "Fresh examples to target vs echo shuffle buffer")
@@ -179,7 +193,8 @@ def curves(curves_table: pd.DataFrame) -> Optional[Figure]:
 
 
 def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
-    """Training-time speedup over the baseline against the echo factor, beside the ideal max(1, min(e, R))."""
+    """Training-time speedup over the baseline against the echo factor (median, min-max over studies), beside
+    the ideal max(1, min(e, R))."""
     echoed = speedup_table[(speedup_table["echo_factor"] > 1) & np.isfinite(speedup_table["speedup"])]
     if echoed.empty:
         return None
@@ -187,9 +202,10 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
     fig, axes = _panels(workloads, "Wall-clock speedup to target")
     for ax, workload in zip(axes, workloads):
         rows = speedup_table[speedup_table["workload"] == workload]
-        for (placement, shuffle), g in rows[rows["echo_factor"] > 1].groupby(["placement", "shuffle_buffer"]):
+        for (placement,), shuffle, g in _series(rows[rows["echo_factor"] > 1], ["placement"], "echo_factor"):
             g = g.sort_values("echo_factor")
-            ax.plot(g["echo_factor"], g["speedup"], marker="o", label=_label(placement, shuffle))
+            _errorbar(ax, g["echo_factor"], g, _label(placement, shuffle or 0), y="speedup", low="speedup_min",
+                      high="speedup_max")
         e = np.array(sorted(rows["echo_factor"].unique()))
         ratio = rows["R"].dropna()
         if len(ratio) and math.isfinite(ratio.iloc[0]):
@@ -204,22 +220,25 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
     return fig
 
 
+# Every figure, by file name, from the fresh-examples table, the speedups table and the curve rows.
+FIGURES = {
+    "fresh_examples_at_e2": lambda fresh, speed, curve_rows: placement_bars(fresh),
+    "fresh_examples_vs_echo_factor": lambda fresh, speed, curve_rows: factor_sweep(fresh),
+    "fresh_examples_vs_batch_size": lambda fresh, speed, curve_rows: batch_size_sweep(fresh),
+    "fresh_examples_vs_shuffle_buffer": lambda fresh, speed, curve_rows: shuffle_sweep(fresh),
+    "wall_clock_speedup": lambda fresh, speed, curve_rows: wall_clock(speed),
+    "best_trial_curves": lambda fresh, speed, curve_rows: curves(curve_rows),
+}
+
+
 def draw_all(fresh: pd.DataFrame, speed: pd.DataFrame, curve_rows: pd.DataFrame,
              notes: Optional[list[str]] = None) -> dict[str, Figure]:
     """Every figure the tables have data for, by file name. A figure that cannot be drawn (a log axis over
     values that are all zero, missing or not reached) is left out with a line in ``notes``."""
-    makers = {
-        "fresh_examples_at_e2": lambda: placement_bars(fresh),
-        "fresh_examples_vs_echo_factor": lambda: factor_sweep(fresh),
-        "fresh_examples_vs_batch_size": lambda: batch_size_sweep(fresh),
-        "fresh_examples_vs_shuffle_buffer": lambda: shuffle_sweep(fresh),
-        "wall_clock_speedup": lambda: wall_clock(speed),
-        "best_trial_curves": lambda: curves(curve_rows),
-    }
     drawn = {}
-    for name, make in makers.items():
+    for name, make in FIGURES.items():
         try:
-            fig = make()
+            fig = make(fresh, speed, curve_rows)
             if fig is not None:
                 fig.canvas.draw()  # scales are resolved here: a log axis with nothing positive fails now
                 drawn[name] = fig
