@@ -47,7 +47,8 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.train import InputLost, Interrupted, PeerLost, run
 
     out_dir = HydraConfig.get().runtime.output_dir
-    if job_key(cfg) in os.environ.get(SWEEP_REPEATS, "").split():
+    repeats = os.environ.get(SWEEP_REPEATS, "").split()
+    if repeats and job_key(cfg) in repeats:
         log.info("not run: the same run as another job of this sweep (at echo factor 1 there is no echo stage, "
                  "so the placement and echo shuffle make no difference) -> %s", out_dir)
         return None
