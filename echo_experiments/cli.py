@@ -149,18 +149,17 @@ def check_command_line(argv: list[str], jobs: Optional[list[int]] = None,
         return None  # a user config tree: each job still validates itself
     from echo_experiments.tuning import run_config
 
-    tasks, makers, conditions, repeated = set(), {}, set(), []
+    tasks, makers, repeated, n_conditions = set(), {}, [], []
     try:
         for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
-                               jobs=jobs):
+                               jobs=jobs, conditions=n_conditions):
             run_config(cfg)
             tasks.add(cfg.workload.task)
             condition = job_key(cfg)
-            conditions.add(condition)
             if makers.setdefault(run_key(cfg), condition) != condition and condition not in repeated:
                 repeated.append(condition)
         if jobs and repeated:  # every condition has the same trials: a repeated one's jobs do not run
-            jobs[-1] -= jobs[-1] * len(repeated) // len(conditions)
+            jobs[-1] -= jobs[-1] // n_conditions[0] * len(repeated)
         if repeats is not None:
             repeats += repeated
         from echo_experiments.workloads import task_class  # TensorFlow and JAX: only for valid command lines
@@ -172,10 +171,11 @@ def check_command_line(argv: list[str], jobs: Optional[list[int]] = None,
     return None
 
 
-def compose_all(overrides: list[str], multirun: bool, config_name: str = "config",
-                jobs: Optional[list[int]] = None) -> Iterable[DictConfig]:
-    """Compose the config of every job the command line would run (past MAX_COMBINATIONS, each swept value
-    once); the number of jobs it would run is appended to ``jobs`` when given."""
+def compose_all(overrides: list[str], multirun: bool, config_name: str = "config", jobs: Optional[list[int]] = None,
+                conditions: Optional[list[int]] = None) -> Iterable[DictConfig]:
+    """Compose the config of every job the command line would run (past MAX_COMBINATIONS, see _combinations);
+    the number of jobs it would run is appended to ``jobs`` and the number of its conditions (combinations of
+    the swept keys but a tuning trial's) to ``conditions`` when given."""
     parser = OverridesParser.create()
     try:
         parsed = parser.parse_overrides(overrides)
@@ -193,6 +193,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
         if not multirun:
             if jobs is not None:
                 jobs.append(1)
+            if conditions is not None:
+                conditions.append(1)
             yield _compose(config_name, [o.input_line for o in app] + hydra_args)
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
@@ -208,6 +210,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
                 sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
         if jobs is not None:
             jobs.append(math.prod(len(v) for v in sweeps.values()))
+        if conditions is not None:
+            conditions.append(math.prod(len(v) for k, v in sweeps.items() if k not in TRIAL_KEYS))
         composed = 0
         for combo in _combinations(sweeps):
             composed += 1
@@ -217,20 +221,25 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
 
 
 def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:
-    """Every combination, or past MAX_COMBINATIONS every combination of the conditions (the keys but a tuning
-    trial's) at the first trial, then each trial once: every condition is composed (check_command_line finds
-    the conditions that repeat another's runs) and every value checked."""
+    """Every combination; past MAX_COMBINATIONS every condition (combination of the keys but a tuning
+    trial's) at the first trial, then each trial once, so that check_command_line finds every condition that
+    repeats another's runs; past MAX_COMBINATIONS conditions, each value once (every value is checked,
+    and only the repeats among those composed are found: the others run)."""
     keys = list(sweeps)
     if math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS:
         for values in itertools.product(*(sweeps[k] for k in keys)):
             yield list(zip(keys, values))
         return
     base = {k: v[0] for k, v in sweeps.items()}
-    trial_keys = [k for k in keys if k in TRIAL_KEYS]
     conditions = [k for k in keys if k not in TRIAL_KEYS]
-    for values in itertools.product(*(sweeps[k] for k in conditions)):
-        yield list({**base, **dict(zip(conditions, values))}.items())
-    for k in trial_keys:
+    if math.prod(len(sweeps[k]) for k in conditions) <= MAX_COMBINATIONS:
+        for values in itertools.product(*(sweeps[k] for k in conditions)):
+            yield list({**base, **dict(zip(conditions, values))}.items())
+        rest = [k for k in keys if k in TRIAL_KEYS]
+    else:
+        yield list(base.items())
+        rest = keys
+    for k in rest:
         for v in sweeps[k][1:]:
             yield list({**base, k: v}.items())
 
