@@ -90,7 +90,7 @@ def run_key(cfg: DictConfig) -> str:
     """The run a job makes: its config with the echo settings that factor 1 ignores (no echo stage, so no
     placement and no echo shuffle; stream.build) made equal. A sweep of placements x factors, such as
     `echo=before_batching,after_batching echo.factor=1,2,4`, then makes its baseline once, not per placement."""
-    if float(cfg.echo.factor) != 1:
+    if C.Placement.of(cfg.echo) is not C.Placement.NONE:
         return job_key(cfg)
     plain = copy.deepcopy(cfg)
     plain.echo.placement, plain.echo.shuffle_buffer = C.Placement.NONE.value, None

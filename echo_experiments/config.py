@@ -45,6 +45,12 @@ class Placement(enum.Enum):
         return self is Placement.AFTER_BATCHING
 
     @classmethod
+    def of(cls, echo: Any) -> "Placement":
+        """The echo stage an echo config (placement, factor) builds: none at factor 1, whatever its placement
+        (no echo stage, so no echo shuffle either)."""
+        return cls(echo.placement) if float(echo.factor) != 1 else cls.NONE
+
+    @classmethod
     def for_pipeline(cls, augments: bool) -> tuple["Placement", ...]:
         """The placements a pipeline has: without augmentation there is no before/after augmentation."""
         if augments:

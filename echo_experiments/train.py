@@ -39,7 +39,7 @@ from tqdm import tqdm
 from echo_experiments import optim, parallel, timing, tuning
 from echo_experiments.checkpoints import Checkpoints
 from echo_experiments.checkpoints import exist as checkpoints_exist
-from echo_experiments.config import ConfigError
+from echo_experiments.config import ConfigError, Placement
 from echo_experiments.data import stream
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
@@ -240,12 +240,11 @@ def initial_state(workload: Workload, tx: optax.GradientTransformation, seed: in
 
 def _summary_head(cfg: DictConfig) -> dict[str, Any]:
     factor = float(cfg.echo.factor)
-    echoing = factor != 1
     in_study = cfg.tuning.study is not None
     return {
         "workload": cfg.workload.name,
         # The effective pipeline: factor 1 is the plain pipeline (no echo stage, no echo shuffle).
-        "placement": cfg.echo.placement if echoing else "none",
+        "placement": Placement.of(cfg.echo).value,
         "echo_factor": factor,
         "batch_size": int(cfg.workload.batch_size),
         "shuffle_buffer": stream.echo_shuffle_buffer(cfg.echo, int(cfg.workload.batch_size)),

@@ -65,11 +65,12 @@ def echo_shuffle_buffer(echo_cfg: Any, batch_size: int) -> int:
     copies into the same batch with probability about B/S, so the default S = 10 x ceil(e) x B (ten batches
     of copies) leaves an example about (e-1)/(10e) < 10% chance of meeting a copy of itself in its batch.
     Batch echoing repeats whole batches, as in the paper, unshuffled by default. Factor 1: no echo stage."""
-    if echo_cfg.factor == 1:
+    placement = Placement.of(echo_cfg)
+    if placement is Placement.NONE:
         return 0
     if echo_cfg.shuffle_buffer is not None:
         return int(echo_cfg.shuffle_buffer)
-    if Placement(echo_cfg.placement).echoes_batches:
+    if placement.echoes_batches:
         return 0
     return ECHO_SHUFFLE_BATCHES * math.ceil(echo_cfg.factor) * int(batch_size)
 
@@ -91,7 +92,7 @@ def build(workload: Any, cfg: Any, *, store: Any = None, host: Host = Host(), ec
     across hosts. With a tf.data service every stage upstream of the echo point runs on its workers.
     """
     echo_cfg = cfg.echo if echo_cfg is None else echo_cfg
-    placement = Placement(echo_cfg.placement) if echo_cfg.factor != 1 else Placement.NONE
+    placement = Placement.of(echo_cfg)
     seed = int(cfg.seed)
     local_batch = int(cfg.workload.batch_size) // host.count
     service = cfg.data.service
