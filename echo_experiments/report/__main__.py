@@ -79,14 +79,15 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     for name in figures.FIGURES:
+        fig = drawn.get(name)
         for ext in ("png", "svg"):
             path = out / "figures" / f"{name}.{ext}"
-            if name in drawn:
-                drawn[name].savefig(path, dpi=120, metadata={"Date": None} if ext == "svg" else None)
-            else:  # drawn by an earlier report from other runs: it would stand beside this report's tables
+            if fig is None:  # drawn by an earlier report from other runs: it would stand beside these tables
                 path.unlink(missing_ok=True)
-        if name in drawn:
-            plt.close(drawn[name])
+            else:
+                fig.savefig(path, dpi=120, metadata={"Date": None} if ext == "svg" else None)
+        if fig is not None:
+            plt.close(fig)
     (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command, notes))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
@@ -113,7 +114,7 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         "speedup_min and speedup_max: the baseline's median over the slowest and the fastest study. "
         f"Runs during which other processes kept more than {tables.SHARED_CORES:g} cores busy on average shared "
         "the machine and are left out of this table (n_trials_shared); runs made before that was recorded "
-        f"count as alone ({_unmeasured(trials)} such runs here).\n",
+        f"count as alone ({int(trials['other_cores'].isna().sum())} such runs here).\n",
         table(speed, seconds),
         _shared_list(trials),
         "## Best metric reached (final performance)\n", table(final, {}),
@@ -131,10 +132,6 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         parts.append("## Skipped run directories\n")
         parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]
     return "\n".join(parts)
-
-
-def _unmeasured(trials: pd.DataFrame) -> int:
-    return int(trials["other_cores"].isna().sum()) if "other_cores" in trials else len(trials)
 
 
 def _shared_list(trials: pd.DataFrame) -> str:

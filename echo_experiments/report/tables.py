@@ -88,7 +88,7 @@ SHARED_CORES = 0.2
 
 def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
     """The runs that shared the machine (other_cores above SHARED_CORES), with how much."""
-    other = trials["other_cores"].astype(float) if "other_cores" in trials else pd.Series(math.nan, trials.index)
+    other = trials["other_cores"].astype(float)  # NaN: a run made before it was recorded (counts as alone)
     shared = other > SHARED_CORES
     return trials.loc[shared, ["path", *CONDITION]].assign(other_cores=other[shared].to_numpy())
 
