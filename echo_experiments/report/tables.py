@@ -81,8 +81,9 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
 
 # A run during which other processes kept more than this many cores busy on average shared the machine: its
 # seconds measured the other work too, and it is left out of the speedups (PROTOCOL.md). A fifth of a core
-# is far above the background of an idle machine (measured on this project's 2-core machine: 0.002 over
-# 10 s) and far below one more job (about 1).
+# is far above the background of an idle machine and far below one more job (about 1). Measured on this
+# project's 2-core machine with the sweeps paused: 0.002 by
+#   python -c "import time; from echo_experiments.timing import OtherWork as W; w = W(); time.sleep(10); print(w.seconds() / 10)"
 SHARED_CORES = 0.2
 
 
