@@ -83,7 +83,7 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
 # seconds measured the other work too, and it is left out of the speedups (PROTOCOL.md). A fifth of a core
 # is far above the background of an idle machine and far below one more job (about 1). Measured on this
 # project's 2-core machine with the sweeps paused: 0.002 by
-#   python -c "import time; from echo_experiments.timing import OtherWork as W; w = W(); time.sleep(10); print(w.seconds() / 10)"
+#   python -c "import time; from echo_experiments.timing import *; w=OtherWork(); time.sleep(10); print(w.seconds()/10)"
 SHARED_CORES = 0.2
 
 
