@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.client import HTTPConnection
+from http.client import HTTPConnection, HTTPException
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 from urllib.parse import urlparse
@@ -173,7 +173,8 @@ class _Fetcher:
                 if response.status != 200:
                     raise OSError(f"record {int(index)}: HTTP {response.status}")
                 return body
-            except (OSError, socket.timeout):
+            # HTTPException: a server that died mid-response (IncompleteRead), retried like a lost connection.
+            except (OSError, socket.timeout, HTTPException):
                 conn.close()
                 self.local.conn = None
                 if attempt == 2:
