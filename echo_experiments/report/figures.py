@@ -53,6 +53,13 @@ def _errorbar(ax, x, rows: pd.DataFrame, label: str, y: str = "median", low: str
     ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, label=label, **kw)
 
 
+def _finish_panel(ax, workload: str, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(workload)
+    ax.legend(fontsize=8)
+
+
 def placement_bars(table: pd.DataFrame, factor: float = 2.0) -> Optional[Figure]:
     """Fresh examples to target at echo factor ``factor`` per placement, beside the baseline (paper Fig. 3).
 
@@ -107,10 +114,7 @@ def factor_sweep(table: pd.DataFrame) -> Optional[Figure]:
                 e = np.array(sorted(at_b["echo_factor"].unique()))
                 ax.plot(e, base["median"].iloc[0] / e, "k--", label="baseline / e")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("echo factor e")
-        ax.set_ylabel("fresh examples to target")
-        ax.set_title(workload)
-        ax.legend(fontsize=8)
+        _finish_panel(ax, workload, "echo factor e", "fresh examples to target")
     fig.tight_layout()
     return fig
 
@@ -130,10 +134,7 @@ def batch_size_sweep(table: pd.DataFrame) -> Optional[Figure]:
             _errorbar(ax, g["batch_size"], g, label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("fresh examples to target")
-        ax.set_title(workload)
-        ax.legend(fontsize=8)
+        _finish_panel(ax, workload, "batch size", "fresh examples to target")
     fig.tight_layout()
     return fig
 
@@ -157,10 +158,7 @@ def shuffle_sweep(table: pd.DataFrame) -> Optional[Figure]:
         if len(base) and np.isfinite(base.iloc[0]):
             ax.axhline(base.iloc[0], color="k", ls=":", label="baseline")
         ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlabel("shuffle buffer after the echo stage (0 = none)")
-        ax.set_ylabel("fresh examples to target")
-        ax.set_title(workload)
-        ax.legend(fontsize=8)
+        _finish_panel(ax, workload, "shuffle buffer after the echo stage (0 = none)", "fresh examples to target")
     fig.tight_layout()
     return fig
 
@@ -184,10 +182,7 @@ def curves(curves_table: pd.DataFrame) -> Optional[Figure]:
                 label += f", batch {batch_size}"
             ax.plot(g["fresh_examples"], g[metric], marker=".", label=label)
         ax.axhline(rows["target_value"].iloc[0], color="k", ls="--", label="target")
-        ax.set_xlabel("fresh examples")
-        ax.set_ylabel(metric)
-        ax.set_title(workload)
-        ax.legend(fontsize=8)
+        _finish_panel(ax, workload, "fresh examples", metric)
     fig.tight_layout()
     return fig
 
@@ -212,10 +207,7 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
             ax.plot(e, np.maximum(1.0, np.minimum(e, ratio.iloc[0])), "k--",
                     label=f"ideal max(1, min(e, R)), R = {ratio.iloc[0]:.2f}")
         ax.axhline(1, color="grey", lw=0.8)
-        ax.set_xlabel("echo factor e")
-        ax.set_ylabel("speedup in training time to target")
-        ax.set_title(workload)
-        ax.legend(fontsize=8)
+        _finish_panel(ax, workload, "echo factor e", "speedup in training time to target")
     fig.tight_layout()
     return fig
 
