@@ -192,6 +192,33 @@ def test_report_has_figures_and_tables(report):
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 
+def test_conditions_with_fewer_than_three_studies_are_not_yet_results(report):
+    partial = table(report, "unfinished.csv")
+    # The baseline has studies 0 and 1, e=4 and batch echoing one run each; e=2 before augmentation has 3.
+    assert partial.loc[("w", "none", 1, 64, 0), "reason"] == "2 of the 3 studies the protocol asks for"
+    assert ("w", "before_augmentation", 2, 64, 0) not in partial.index
+    assert len(partial) == 4  # the baseline, e=4, batch echoing and workload v's only run
+    assert "**Not yet results** (4 conditions; unfinished.csv)" in (report / "report.md").read_text()
+
+
+def test_a_study_missing_trials_of_its_search_is_not_yet_a_result_until_they_finish(tmp_path):
+    def trial(study, t):
+        path = make_run(tmp_path / "runs", f"s{study}t{t}", study=study, trial=t, fresh=1000 + 100 * t, steps=10)
+        (path / "config.yaml").write_text("tuning: {studies: 3, trials: 2}\n")  # each study draws 2 trials
+
+    for study, t in [(0, 0), (0, 1), (1, 0), (1, 1), (2, 1)]:
+        trial(study, t)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    partial = table(out, "unfinished.csv")
+    assert partial.loc[("w", "none", 1, 64, 0), ["n_studies", "n_studies_complete", "reason"]].tolist() == [
+        3, 2, "study 2 has 1 of its 2 trials"]
+    trial(2, 0)  # the sweep finishes
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert pd.read_csv(out / "unfinished.csv").empty
+    assert "Every condition here has at least 3 studies, each with all the trials" in (out / "report.md").read_text()
+
+
 def test_a_figure_these_runs_do_not_make_is_not_left_from_an_earlier_report(tmp_path):
     make_run(tmp_path / "runs", "base", fresh=1000, seconds=30.0, steps=10)
     make_run(tmp_path / "runs", "e2", placement="before_augmentation", factor=2.0, fresh=600, seconds=12.0, steps=20)

@@ -1,8 +1,8 @@
 """``python -m echo_experiments.report RUN_DIRS... --out DIR``: tables, figures and report.md from runs.
 
 Writes fresh_examples_to_target.csv, speedups.csv, final_performance.csv, trials.csv, curves.csv,
-skipped.csv, figures/*.png|svg and report.md into DIR. Run directories that cannot be counted are listed
-(stderr, skipped.csv, report.md) and left out.
+search_bounds.csv, unfinished.csv, skipped.csv, figures/*.png|svg and report.md into DIR. Run directories
+that cannot be counted are listed (stderr, skipped.csv, report.md) and left out.
 """
 
 import argparse
@@ -64,12 +64,14 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
     bounds = tables.search_bounds(trials, search)
     speed = tables.speedups(trials)
     final = tables.final_performance(trials)
+    partial = tables.unfinished(trials)
     best = tables.best_trials(trials)
     target = trials[["path", "target_metric", "target_value"]]
     curve_rows = (best.merge(target, left_on="best_path", right_on="path")
                   .merge(curves, on="path") if not curves.empty else pd.DataFrame())
     outputs = {"fresh_examples_to_target.csv": fresh, "speedups.csv": speed, "final_performance.csv": final,
                "trials.csv": trials, "curves.csv": curve_rows, "search_bounds.csv": bounds,
+               "unfinished.csv": partial,
                "skipped.csv": pd.DataFrame([vars(s) for s in skipped], columns=["path", "reason"])}
     for name, frame in outputs.items():
         frame.to_csv(out / name, index=False)
@@ -88,11 +90,13 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
                 fig.savefig(path, dpi=120, metadata={"Date": None} if ext == "svg" else None)
         if fig is not None:
             plt.close(fig)
-    (out / "report.md").write_text(markdown(fresh, speed, final, bounds, trials, skipped, drawn, command, notes))
+    (out / "report.md").write_text(markdown(fresh, speed, final, bounds, partial, trials, skipped, drawn, command,
+                                                notes))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 
-def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, notes: list[str] = ()) -> str:
+def markdown(fresh, speed, final, bounds, partial, trials, skipped, drawn, command: str,
+             notes: list[str] = ()) -> str:
     counts = {c: "count" for c in ("median", "min", "max")}
     seconds = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds")}
     parts = [
@@ -106,6 +110,7 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         "trials (runs), n_trials_reached those that reached it and n_trials_pruned those stopped once they could no "
         "longer be their study's best. "
         "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
+        _unfinished_text(partial),
         "## Fresh examples to target\n", table(fresh, counts),
         "## Seconds to target and speedup\n",
         "Seconds to target count everything from the first batch to the evaluation that met the target "
@@ -132,6 +137,16 @@ def markdown(fresh, speed, final, bounds, trials, skipped, drawn, command: str, 
         parts.append("## Skipped run directories\n")
         parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]
     return "\n".join(parts)
+
+
+def _unfinished_text(partial: pd.DataFrame) -> str:
+    if partial.empty:
+        return (f"Every condition here has at least {tables.MIN_STUDIES} studies, each with all the trials its "
+                "search draws.\n")
+    return (f"**Not yet results** ({len(partial)} conditions; unfinished.csv): a condition's value is a median "
+            f"over at least {tables.MIN_STUDIES} complete studies (PROTOCOL.md), and these have fewer, or "
+            "studies still missing trials. Their numbers below are partial and no comparison rests on them.\n\n"
+            + table(partial, {}))
 
 
 def _shared_list(trials: pd.DataFrame) -> str:

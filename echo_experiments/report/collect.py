@@ -91,10 +91,19 @@ def _read_metrics(directory: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _search(directory: Path, name: str) -> list[dict[str, Any]]:
-    """A study trial's drawn values, each with where it lies in its search range (0 = low, 1 = high)."""
+def _config(directory: Path) -> dict[str, Any] | None:
+    """The run's composed config, or None where it is missing or unreadable (what it would say is unknown,
+    not guessed)."""
     try:
         config = yaml.safe_load((directory / CONFIG).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _search(config: dict[str, Any] | None, name: str) -> list[dict[str, Any]]:
+    """A study trial's drawn values, each with where it lies in its search range (0 = low, 1 = high)."""
+    try:
         rows = []
         for d in config["workload"]["search_space"]:
             value = config
@@ -104,8 +113,16 @@ def _search(directory: Path, name: str) -> list[dict[str, Any]]:
                          "scale": d["scale"], "position": unit_position(float(value), float(d["low"]),
                                                                        float(d["high"]), d["scale"])})
         return rows
-    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
-        return []  # a trial without a readable config: its search position is unknown, not guessed
+    except (KeyError, TypeError, ValueError):
+        return []
+
+
+def _study_trials(config: dict[str, Any] | None) -> float:
+    """The trials its study draws (tuning.trials), or NaN where the config does not say."""
+    try:
+        return float(config["tuning"]["trials"])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
 
 
 def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Skipped]]:
@@ -122,9 +139,10 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
         target = summary["target"]
         values = [r[target["metric"]] for r in rows if _is_number(r.get(target["metric"]))]
         best = (max if target["mode"] == "max" else min)(values) if values else math.nan
+        config = _config(directory) if summary["study"] is not None else None
         trials.append({
             **{k: summary[k] for k in REQUIRED if k != "target"},
-            "study_key": _study_key(summary, name),
+            "study_key": _study_key(summary, name), "study_trials": _study_trials(config),
             "target_metric": target["metric"], "target_value": target["value"], "target_mode": target["mode"],
             "best_metric": best,
             **{k: summary.get(k) for k in TIMING},
@@ -132,7 +150,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
         })
         curves += [{"path": name, **r} for r in rows]
         if summary["study"] is not None:
-            search += _search(directory, name)
+            search += _search(config, name)
     trials, curves = pd.DataFrame(trials), pd.DataFrame(curves)
     trials, off_target = _one_target_per_workload(trials)
     if off_target:

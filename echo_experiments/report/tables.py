@@ -153,6 +153,36 @@ def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
     return bests.groupby(CONDITION, sort=True).first().reset_index()[CONDITION + ["best_path"]]
 
 
+# PROTOCOL.md: a condition's value is a median over at least this many studies.
+MIN_STUDIES = 3
+
+
+def unfinished(trials: pd.DataFrame) -> pd.DataFrame:
+    """The conditions whose numbers are not yet a result under the protocol, and why: fewer than MIN_STUDIES
+    studies, or studies with fewer complete trials than their search draws (tuning.trials; a sweep that is
+    still running, or was stopped). A run outside any study is a study of one trial."""
+    columns = CONDITION + ["n_studies", "n_studies_complete", "reason"]
+    if trials.empty:
+        return pd.DataFrame(columns=columns)
+    bests = study_bests(trials)
+    planned = trials.groupby(CONDITION + ["study_key"])["study_trials"].max().rename("planned").reset_index()
+    bests = bests.merge(planned, on=CONDITION + ["study_key"])
+    bests["complete"] = ~(bests["n_trials"] < bests["planned"])  # NaN planned: the config does not say
+    rows = []
+    for key, g in bests.groupby(CONDITION, sort=True):
+        n, complete = len(g), int(g["complete"].sum())
+        reasons = []
+        if n < MIN_STUDIES:
+            reasons.append(f"{n} of the {MIN_STUDIES} studies the protocol asks for")
+        missing = g[~g["complete"]]
+        reasons += [f"study {s} has {t} of its {p:.0f} trials" for s, t, p in
+                    zip(missing["study_key"].str.rsplit(":", n=1).str[-1], missing["n_trials"], missing["planned"])]
+        if reasons:
+            rows.append({**dict(zip(CONDITION, key)), "n_studies": n, "n_studies_complete": complete,
+                         "reason": "; ".join(reasons)})
+    return pd.DataFrame(rows, columns=columns)
+
+
 # A study's best trial whose value lies this close to an end of its range (on the range's scale) sits on a
 # bound: the search space should be wider there (PROTOCOL.md).
 BOUND_MARGIN = 0.05
