@@ -3,6 +3,7 @@
 # make setup   : Debian data packages, a virtual environment, the pinned install
 # make figures : every table, figure and report.md under results/ again, from the committed run directories
 # make archive SWEEP=multirun/<preset>/<workload> : copy a sweep's complete runs into results/ (to commit)
+# make restore SWEEP=multirun/<preset>/<workload> : the reverse, so the sweep's command resumes on a new machine
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := dataset-fashion-mnist python3-doc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-data data run test test-all figures archive clean
+.PHONY: setup apt-data data run test test-all figures archive restore clean
 
 setup: apt-data $(STAMP) data
 
@@ -59,6 +60,18 @@ archive:
 	  mkdir -p "$$dest/$$(basename $$job)"; \
 	  cp "$$job"/{config.yaml,metrics.jsonl,summary.json} "$$dest/$$(basename $$job)/"; n=$$((n+1)); \
 	done; echo "$$n complete runs -> $$dest"
+
+# A sweep's committed runs back into its sweep folder, on a machine that does not have it (a new one, or after
+# make clean): run again, the sweep's command leaves them alone and prunes against their bests. A job folder
+# already there is not touched (it may hold an interrupted run with its checkpoints).
+restore:
+	@test -n "$(SWEEP)" || { echo "usage: make restore SWEEP=multirun/<preset>/<workload>"; exit 2; }
+	@src=results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs; n=0; \
+	test -d "$$src" || { echo "no committed runs in $$src"; exit 2; }; \
+	for run in "$$src"/*/; do \
+	  job=$(SWEEP)/$$(basename $$run); [ -e "$$job" ] && continue; \
+	  mkdir -p "$$job" && cp "$$run"/{config.yaml,metrics.jsonl,summary.json} "$$job/"; n=$$((n+1)); \
+	done; echo "$$n committed runs -> $(SWEEP)"
 
 clean:
 	rm -rf $(VENV) runs multirun outputs
