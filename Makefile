@@ -51,26 +51,32 @@ figures: setup
 	  (cd $$out && $(abspath $(PY)) -m echo_experiments.report runs --out .) || exit 1; \
 	done
 
-# Only complete runs (with summary.json), and only the run files: config.yaml, metrics.jsonl, summary.json.
+# archive and restore: a sweep folder multirun/<preset>/<workload> and its committed copy
+# results/<preset>/<workload>/runs, which holds only the run files (the reporter reads nothing else).
+NEED_SWEEP = test -n "$(SWEEP)" || { echo "usage: make $@ SWEEP=multirun/<preset>/<workload>"; exit 2; }
+SWEEP_RESULTS = results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs
+RUN_FILES := {config.yaml,metrics.jsonl,summary.json}
+
+# Only complete runs (with summary.json).
 archive:
-	@test -n "$(SWEEP)" || { echo "usage: make archive SWEEP=multirun/<preset>/<workload>"; exit 2; }
-	@dest=results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs; n=0; \
+	@$(NEED_SWEEP)
+	@dest=$(SWEEP_RESULTS); n=0; \
 	for job in $(SWEEP)/*/; do \
 	  [ -f "$$job/summary.json" ] || continue; \
 	  mkdir -p "$$dest/$$(basename $$job)"; \
-	  cp "$$job"/{config.yaml,metrics.jsonl,summary.json} "$$dest/$$(basename $$job)/"; n=$$((n+1)); \
+	  cp "$$job"/$(RUN_FILES) "$$dest/$$(basename $$job)/"; n=$$((n+1)); \
 	done; echo "$$n complete runs -> $$dest"
 
 # A sweep's committed runs back into its sweep folder, on a machine that does not have it (a new one, or after
 # make clean): run again, the sweep's command leaves them alone and prunes against their bests. A job folder
 # already there is not touched (it may hold an interrupted run with its checkpoints).
 restore:
-	@test -n "$(SWEEP)" || { echo "usage: make restore SWEEP=multirun/<preset>/<workload>"; exit 2; }
-	@src=results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs; n=0; \
+	@$(NEED_SWEEP)
+	@src=$(SWEEP_RESULTS); n=0; \
 	test -d "$$src" || { echo "no committed runs in $$src"; exit 2; }; \
 	for run in "$$src"/*/; do \
 	  job=$(SWEEP)/$$(basename $$run); [ -e "$$job" ] && continue; \
-	  mkdir -p "$$job" && cp "$$run"/{config.yaml,metrics.jsonl,summary.json} "$$job/"; n=$$((n+1)); \
+	  mkdir -p "$$job" && cp "$$run"/$(RUN_FILES) "$$job/"; n=$$((n+1)); \
 	done; echo "$$n committed runs -> $(SWEEP)"
 
 clean:
