@@ -127,6 +127,33 @@ def test_no_committed_result_holds_an_absolute_path():
     assert found == []
 
 
+def _make(*args):
+    return subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_restore_puts_a_committed_sweep_back_once_and_refuses_a_missing_one(tmp_path):
+    committed = ROOT / "results" / "placements_e2_cpu" / "fashion_mnist" / "runs"
+    sweep = tmp_path / "placements_e2_cpu" / "fashion_mnist"
+    first = _make("restore", f"SWEEP={sweep}")
+    assert first.returncode == 0, first.stderr
+    runs = sorted(p.name for p in committed.iterdir())
+    assert first.stdout.strip() == f"{len(runs)} committed runs -> {sweep}"
+    assert sorted(p.name for p in sweep.iterdir()) == runs
+    for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+        assert (sweep / runs[0] / name).read_bytes() == (committed / runs[0] / name).read_bytes()
+    # A job folder that is already there (a finished run, or an interrupted one with checkpoints) is left alone.
+    assert _make("restore", f"SWEEP={sweep}").stdout.strip() == f"0 committed runs -> {sweep}"
+
+    missing = _make("restore", f"SWEEP={tmp_path}/no_preset/no_workload")
+    assert missing.returncode == 2
+    assert missing.stdout.strip() == "no committed runs in results/no_preset/no_workload/runs"
+    for target in ("restore", "archive"):
+        usage = _make(target)
+        assert usage.returncode == 2
+        assert usage.stdout.strip() == f"usage: make {target} SWEEP=multirun/<preset>/<workload>"
+
+
 @pytest.mark.parametrize("command,args", [
     ("report", ["{tmp}/no_such_folder", "--out", "{tmp}/report"]),
     ("report", ["{tmp}", "--out", "{tmp}/a_file"]),
