@@ -1,4 +1,5 @@
 import os
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -40,6 +41,22 @@ def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_siz
                           data=SimpleNamespace(service=None))
     ds = stream.build(workload, cfg, echo_cfg=stream.Echo(placement, factor, shuffle), records=records, epochs=1)
     return list(ds.as_numpy_iterator())
+
+
+def fresh_and_delivered(out):
+    """The fresh examples in ``out`` (counted as the trainer counts them) and the examples it delivers."""
+    from echo_experiments.data.echo import FreshCounter
+
+    counter = FreshCounter()
+    for b in out:
+        counter.update(b["read_id"])
+    return counter.count, sum(len(b["read_id"]) for b in out)
+
+
+def assert_each_read_delivered(out, n: int, factor: int) -> None:
+    """An integer echo factor: the ``n`` reads are all fresh, and each is delivered exactly ``factor`` times."""
+    assert fresh_and_delivered(out) == (n, factor * n)
+    assert Counter(int(i) for b in out for i in b["read_id"]) == {i: factor for i in range(n)}
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config, echoed_batches
-from echo_experiments.data.echo import FreshCounter
+from conftest import assert_each_read_delivered, compose_config, echoed_batches
 from echo_experiments.mean_ap import Detections
 from echo_experiments.models import ssd
 from echo_experiments.runs import RunDir
@@ -119,12 +118,9 @@ def batches(workload, placement, factor, batch_size=B):
 @pytest.mark.parametrize("factor", [1, 2, 3])
 def test_exact_fresh_counts(workload, placement, factor):
     out = batches(workload, placement, factor)
-    counter = FreshCounter()
+    assert_each_read_delivered(out, N, factor)
     for b in out:
-        counter.update(b["read_id"])
         assert b["image"].shape == (B, 64, 64, 1) and b["boxes"].shape == (B, 4, 4)
-    assert counter.count == N and sum(len(b["read_id"]) for b in out) == factor * N
-    assert Counter(int(i) for b in out for i in b["read_id"]) == {i: factor for i in range(N)}
 
 
 @pytest.mark.parametrize("placement", ["before_augmentation", "after_augmentation"])

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_config, echoed_batches
+from conftest import assert_each_read_delivered, compose_config, echoed_batches
 from echo_experiments.data import sources
-from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.packing import pack
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
 from echo_experiments.config import TransformerConfig
@@ -80,12 +79,9 @@ def batches(workload, placement, factor, batch_size=B, seed=0):
 @pytest.mark.parametrize("factor", [1, 2, 3])
 def test_exact_fresh_counts(workload, placement, factor):
     out = batches(workload, placement, factor)
-    counter = FreshCounter()
+    assert_each_read_delivered(out, N, factor)
     for b in out:
-        counter.update(b["read_id"])
         assert b["tokens"].shape == (B, 128)
-    assert counter.count == N and sum(len(b["read_id"]) for b in out) == factor * N
-    assert Counter(int(i) for b in out for i in b["read_id"]) == {i: factor for i in range(N)}
 
 
 def test_example_echo_at_one_and_a_half(workload):

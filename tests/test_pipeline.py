@@ -4,8 +4,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import compose_config, echoed_batches
-from echo_experiments.data.echo import FreshCounter
+from conftest import assert_each_read_delivered, compose_config, echoed_batches, fresh_and_delivered
 from echo_experiments.workloads import make
 
 N = 64  # real examples per epoch in these tests
@@ -25,13 +24,6 @@ def batches(workload, placement, factor, shuffle=0, batch_size=B, seed=0):
                           batch_size=batch_size, shuffle_buffer=N, seed=seed)
 
 
-def fresh_and_delivered(out):
-    counter = FreshCounter()
-    for b in out:
-        counter.update(b["read_id"])
-    return counter.count, sum(len(b["read_id"]) for b in out)
-
-
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_factor_one_is_the_plain_pipeline(workload, placement):
     plain = batches(workload, "none", 1)
@@ -46,11 +38,8 @@ def test_factor_one_is_the_plain_pipeline(workload, placement):
 @pytest.mark.parametrize("factor", [1, 2, 3])
 def test_integer_factors_deliver_exactly_factor_times_the_fresh_examples(workload, placement, factor):
     out = batches(workload, placement, factor)
-    fresh, delivered = fresh_and_delivered(out)
-    assert fresh == N
-    assert delivered == factor * N
+    assert_each_read_delivered(out, N, factor)
     assert len(out) == factor * N // B
-    assert Counter(int(i) for b in out for i in b["read_id"]) == {i: factor for i in range(N)}
 
 
 @pytest.mark.parametrize("placement", EXAMPLE_POINTS)
