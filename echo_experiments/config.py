@@ -563,7 +563,8 @@ def _walk(node: Any, prefix: str) -> Iterator[ConfigError]:
     for f in fields(schema):
         key = f"{prefix}{f.name}"
         if OmegaConf.is_missing(node, f.name):
-            yield ConfigError(key, None, f.metadata.get("allowed", ""), f"{key} is missing: {f.metadata.get('allowed', '')}")
+            allowed = f.metadata.get("allowed", "")
+            yield ConfigError(key, None, allowed, f"{key} is missing: {allowed}")
             continue
         value = node[f.name]
         check = f.metadata.get("check")
@@ -604,7 +605,8 @@ def validate(cfg: DictConfig) -> None:
     if e.placement == "none" and e.factor != 1:
         raise ConfigError(
             "echo.placement", e.placement,
-            f"echo.factor={show(e.factor)} needs an echo point: one of {', '.join(p for p in placements if p != 'none')}")
+            f"echo.factor={show(e.factor)} needs an echo point: "
+            f"one of {', '.join(p for p in placements if p != 'none')}")
     o = cfg.optimizer
     step_keys = [k for k in ("warmup_steps", "decay_steps") if o[k] is not None]
     step_keys += ["decay_boundaries_steps"] if o.decay_boundaries_steps else []

@@ -19,7 +19,8 @@ import tensorflow as tf
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.service", description=__doc__.split("\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
-    dispatcher = roles.add_parser("dispatcher", help="the dispatcher trainers connect to (data.service=grpc://HOST:PORT)")
+    dispatcher = roles.add_parser("dispatcher",
+                                  help="the dispatcher trainers connect to (data.service=grpc://HOST:PORT)")
     dispatcher.add_argument("--port", type=int, default=5050)
     dispatcher.add_argument("--work-dir", default=None,
                             help="where the dispatcher keeps its journal, so a restarted dispatcher keeps its jobs")

@@ -45,7 +45,8 @@ HOW_TO_GET = {
     "lm1b": "on a machine with internet run `tfds build lm1b --data_dir=/some/dir`, then copy /some/dir/lm1b to "
             "{data_dir}/lm1b (or set data.dir=/some/dir)",
     "c4": "build c4/en with Apache Beam as https://www.tensorflow.org/datasets/catalog/c4 describes "
-          "(`tfds build c4/en --data_dir=/some/dir --beam_pipeline_options=...`), then copy /some/dir/c4 to {data_dir}/c4",
+          "(`tfds build c4/en --data_dir=/some/dir --beam_pipeline_options=...`), "
+          "then copy /some/dir/c4 to {data_dir}/c4",
     "imagenet2012": "download ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from image-net.org into "
                     "~/tensorflow_datasets/downloads/manual, run `tfds build imagenet2012 --data_dir={data_dir}` "
                     "(or set data.dir to a directory holding a prepared imagenet2012)",

@@ -94,7 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = self.path.strip("/").split("/")
         if parts == ["meta"]:
             body = json.dumps({"count": len(self.server.records), "spec": self.server.spec}).encode()
-        elif len(parts) == 2 and parts[0] == "record" and parts[1].isdigit() and int(parts[1]) < len(self.server.records):
+        elif (len(parts) == 2 and parts[0] == "record" and parts[1].isdigit()
+              and int(parts[1]) < len(self.server.records)):
             body = self.server.records[int(parts[1])]
             time.sleep(read_cost_s(len(body), self.server.latency_ms, self.server.bandwidth_mb_s))
         else:

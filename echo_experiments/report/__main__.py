@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if trials.empty:
         print(f"error: no complete run directory under {', '.join(map(str, args.runs))}", file=sys.stderr)
         return 2
-    written = write_report(trials, curves, search, skipped, args.out, command=" ".join(["python -m echo_experiments.report",
-                                                                                 *(argv or sys.argv[1:])]))
+    command = " ".join(["python -m echo_experiments.report", *(argv or sys.argv[1:])])
+    written = write_report(trials, curves, search, skipped, args.out, command=command)
     print(f"{len(trials)} runs ({len(skipped)} skipped) -> {args.out}: {', '.join(written)}")
     return 0
 

@@ -167,7 +167,8 @@ def _one_target_per_workload(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[S
     target = trials["target_metric"] + trials["target_mode"].map({"max": ">=", "min": "<="}) \
         + trials["target_value"].map(lambda v: f"{v:g}")
     keep = target == target.groupby(trials["workload"]).transform(lambda t: t.value_counts().index[0])
-    skipped = [Skipped(p, f"its target {t} differs from the other {w} runs' {target[keep & (trials['workload'] == w)].iloc[0]}")
+    usual = target[keep].groupby(trials["workload"][keep]).first()
+    skipped = [Skipped(p, f"its target {t} differs from the other {w} runs' {usual[w]}")
                for p, t, w in zip(trials["path"][~keep], target[~keep], trials["workload"][~keep])]
     return trials[keep].reset_index(drop=True), skipped
 

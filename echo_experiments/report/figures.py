@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-LABELS = {"none": "baseline", "before_augmentation": "example, before aug.", "after_augmentation": "example, after aug.",
-          "before_batching": "example echoing", "after_batching": "batch echoing"}
+LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
+          "after_augmentation": "example, after aug.", "before_batching": "example echoing",
+          "after_batching": "batch echoing"}
 
 
 def _label(placement: str, shuffle_buffer: int = 0) -> str:
