@@ -95,7 +95,7 @@ def test_fresh_examples_to_target_table(report):
 def test_speedups_table(report):
     t = table(report, "speedups.csv")
     assert list(t.columns) == ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned",
-                               "n_trials_shared", "median_seconds", "min_seconds", "max_seconds", "speedup",
+                               "n_runs_shared", "median_seconds", "min_seconds", "max_seconds", "speedup",
                                "speedup_min", "speedup_max", "R", "ideal_speedup", "efficiency"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the fastest trial to target: study 0 -> 10 s, study 1 -> 8 s.
@@ -106,7 +106,7 @@ def test_speedups_table(report):
     assert e2["speedup"] == pytest.approx(9.0 / 6.0)
     # The slowest study never reached the target: no speedup at all there, never a negative one.
     assert e2[["speedup_min", "speedup_max"]].tolist() == [0.0, pytest.approx(9.0 / 5.0)]
-    assert (t["n_trials_shared"] == 0).all()  # these runs recorded no measure of other work: counted as alone
+    assert (t["n_runs_shared"] == 0).all()  # these runs recorded no measure of other work: counted as alone
     assert "Runs that shared the machine" not in (report / "report.md").read_text()
     assert math.isnan(e2["R"]) and math.isnan(e2["ideal_speedup"])  # no timing facts in these runs
     v = t.loc[("v", "after_batching", 2.0, 32, 0)]
@@ -142,9 +142,9 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     t = table(tmp_path / "out", "speedups.csv")
     base = t.loc[("w", "none", 1.0, 64, 0)]
-    assert base[["n_trials", "n_trials_shared", "median_seconds", "R"]].tolist() == [1, 1, 40.0, pytest.approx(6.0)]
+    assert base[["n_trials", "n_runs_shared", "median_seconds", "R"]].tolist() == [1, 1, 40.0, pytest.approx(6.0)]
     e5 = t.loc[("w", "before_augmentation", 5.0, 64, 0)]
-    assert e5[["n_studies", "n_trials_shared", "speedup", "speedup_min", "speedup_max", "ideal_speedup"]].tolist() \
+    assert e5[["n_studies", "n_runs_shared", "speedup", "speedup_min", "speedup_max", "ideal_speedup"]].tolist() \
         == [3, 0, pytest.approx(2.5), pytest.approx(2.0), pytest.approx(4.0), pytest.approx(5.0)]
     assert e5["efficiency"] == pytest.approx(0.5)
     # The fresh-examples table is about data, not time: the shared trial still counts there (study 0's best).

@@ -118,7 +118,7 @@ def markdown(fresh, speed, final, bounds, partial, trials, skipped, drawn, comma
         "R = upstream / downstream time per step, where the runs measured it; efficiency = speedup / ideal. "
         "speedup_min and speedup_max: the baseline's median over the slowest and the fastest study. "
         f"Runs during which other processes kept more than {tables.SHARED_CORES:g} cores busy on average shared "
-        "the machine and are left out of this table (n_trials_shared); runs made before that was recorded "
+        "the machine and are left out of this table (n_runs_shared); runs made before that was recorded "
         f"count as alone ({int(trials['other_cores'].isna().sum())} such runs here).\n",
         table(speed, seconds),
         _shared_list(trials),

@@ -19,8 +19,14 @@ INF = math.inf
 COUNTS = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
 
 
+def trial_ids(trials: pd.DataFrame) -> pd.Series:
+    """What a run is a run of: its study trial (``trial 3``), or itself when it is in no study. A trial run
+    again (``python -m echo_experiments.retime`` times a study's best trial alone) is still one trial."""
+    return trials["trial"].map(lambda x: None if pd.isna(x) else f"trial {x:g}").fillna(trials["path"])
+
+
 def study_bests(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, study): its trial count and its best trial's fresh examples and seconds.
+    """One row per (condition, study): its trial counts and its best trial's fresh examples and seconds.
 
     Ties on fresh examples go to fewer steps, then fewer seconds, then the earlier trial.
     """
@@ -30,12 +36,14 @@ def study_bests(trials: pd.DataFrame) -> pd.DataFrame:
     t["steps"] = t["steps_to_target"].where(reached, INF).astype(float)
     t["seconds"] = t["seconds_to_target"].where(reached, INF).astype(float)
     t["trial_order"] = t["trial"].fillna(-1)
+    t["trial_id"] = trial_ids(t)
     t = t.sort_values(["fresh", "steps", "seconds", "trial_order", "path"], kind="stable")
-    t["is_reached"], t["is_pruned"] = reached, t["status"] == "pruned"
+    t["reached_id"] = t["trial_id"].where(reached)
+    t["pruned_id"] = t["trial_id"].where(t["status"] == "pruned")
     groups = t.groupby(CONDITION + ["study_key"], sort=True)
-    out = groups.agg(n_trials=("path", "size"), n_trials_reached=("is_reached", "sum"),
-                     n_trials_pruned=("is_pruned", "sum"), fresh=("fresh", "first"), best_path=("path", "first"),
-                     seconds=("seconds", "min")).reset_index()
+    out = groups.agg(n_trials=("trial_id", "nunique"), n_trials_reached=("reached_id", "nunique"),
+                     n_trials_pruned=("pruned_id", "nunique"), fresh=("fresh", "first"),
+                     best_path=("path", "first"), seconds=("seconds", "min")).reset_index()
     out["reached"] = np.isfinite(out["fresh"])
     return out
 
@@ -100,13 +108,13 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     trial's training seconds to target, the speedup over the baseline's median with its range
     (baseline median / max and / min over studies), and beside it the ideal where R is known: time per fresh
     batch is max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1;
-    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65). ``n_trials_shared`` counts the runs
+    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65). ``n_runs_shared`` counts the runs
     left out."""
     shared = shared_runs(trials)
     alone = trials[~trials["path"].isin(shared["path"])]
     table = _summarise(study_bests(alone), "seconds")
     n_shared = shared.groupby(CONDITION).size()
-    table.insert(len(CONDITION) + len(COUNTS), "n_trials_shared",
+    table.insert(len(CONDITION) + len(COUNTS), "n_runs_shared",
                  [int(n_shared.get(key, 0)) for key in table[CONDITION].itertuples(index=False, name=None)])
     base = _baseline_medians(table)
     for column, seconds in (("speedup", "median"), ("speedup_min", "max"), ("speedup_max", "min")):
@@ -135,8 +143,9 @@ def final_performance(trials: pd.DataFrame) -> pd.DataFrame:
     t = trials.copy()
     sign = np.where(t["target_mode"] == "max", 1.0, -1.0)
     t["score"] = sign * t["best_metric"].astype(float)
+    t["trial_id"] = trial_ids(t)
     bests = (t.groupby(CONDITION + ["study_key"], sort=True)
-             .agg(score=("score", "max"), n_trials=("path", "size"), metric=("target_metric", "first"),
+             .agg(score=("score", "max"), n_trials=("trial_id", "nunique"), metric=("target_metric", "first"),
                   mode=("target_mode", "first")).reset_index())
     rows = []
     for key, g in bests.groupby(CONDITION, sort=True):
