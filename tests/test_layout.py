@@ -15,7 +15,7 @@ PACKAGE = ROOT / "echo_experiments"
 
 # Top to bottom; a module may import its own layer or lower ones, never a higher one (ARCHITECTURE.md).
 LAYERS = [
-    ("commands", ["cli", "__main__", "profile", "benchmark", "service", "report.__main__"]),
+    ("commands", ["cli", "__main__", "profile", "benchmark", "retime", "service", "report.__main__"]),
     ("training", ["train", "tuning", "report"]),
     ("workloads", ["workloads"]),
     ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing"]),

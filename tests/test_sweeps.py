@@ -198,3 +198,45 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
         assert start.hparams["trial"].number_value == trial["trial"]
         assert {"eval/accuracy", "by_fresh/eval/accuracy", "outcome/reached_target"} <= set(
             mux.GetAccumulator(run_name).Tags()["tensors"])
+
+
+def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it_once(tmp_path, capsys):
+    """A tuned study of two real trials; retime reruns its best trial from the job's own overrides into
+    timed/, where it reaches the target with the same fresh examples; a second call times nothing; the
+    reporter counts the trial once."""
+    from echo_experiments.report.__main__ import main as report
+    from echo_experiments.retime import main as retime
+
+    sweep = tmp_path / "sweep"
+    study = [*FAST, "tuning.study=0", "tuning.trial=0,1", "tuning.seed=3", "workload.target.value=0.9",
+             "trainer.max_fresh_examples=12800"]
+    subprocess.run([sys.executable, "-m", "echo_experiments", "-m", *study, f"hydra.sweep.dir={sweep}"], check=True)
+    tuned = summaries(sweep)
+    best = min((s["fresh_examples_to_target"], name) for name, s in tuned.items() if s["status"] == "reached_target")
+    assert retime([str(sweep)]) == 0
+    timed = {p.parent.name: json.loads(p.read_text()) for p in (sweep / "timed").glob("*/summary.json")}
+    assert list(timed) == [best[1]]
+    assert timed[best[1]]["fresh_examples_to_target"] == best[0]
+    assert yaml.safe_load((sweep / "timed" / best[1] / "config.yaml").read_text()) == \
+        yaml.safe_load((sweep / best[1] / "config.yaml").read_text())
+    assert f"its tuning run: {best[0]}" in capsys.readouterr().out
+    assert retime([str(sweep)]) == 0
+    assert "1 timed already, 0 to time" in capsys.readouterr().out
+    # A timing that shared the machine is made again only when asked.
+    path = sweep / "timed" / best[1] / "summary.json"
+    path.write_text(json.dumps({**timed[best[1]], "other_cores": 1.0}))
+    assert retime([str(sweep), "--list"]) == 0 and "0 to time" in capsys.readouterr().out
+    assert retime([str(sweep), "--redo-shared", "--list"]) == 0 and "1 to time" in capsys.readouterr().out
+    assert report([str(sweep), "--out", str(tmp_path / "report")]) == 0
+    table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
+    assert table[["n_studies", "n_trials", "median"]].values.tolist() == [[1, 2, best[0]]]
+    assert len(pd.read_csv(tmp_path / "report" / "trials.csv")) == 3
+
+
+def test_retime_refuses_a_folder_without_runs_in_one_line(tmp_path, capsys):
+    from echo_experiments.retime import main as retime
+
+    assert retime([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == f"error: no such sweep folder: {tmp_path / 'missing'}\n"
+    assert retime([str(tmp_path)]) == 2
+    assert "nothing to time" in capsys.readouterr().err

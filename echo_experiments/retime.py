@@ -1,0 +1,133 @@
+"""``python -m echo_experiments.retime SWEEP_DIR``: run each study's best trial again, alone, for its seconds.
+
+Seconds to target count only from runs that had the machine to themselves (PROTOCOL.md), but a study's
+trials need not be timed to be tuned: a trial's fresh examples to target do not depend on the clock (the
+stream is deterministic, storage included), and the trials of one condition spend the same time per fresh
+example (same model, same pipeline, same evaluations), so the trial with the fewest fresh examples to target
+is the fastest too. So a wall-clock sweep is tuned with two jobs at a time, and this command then reruns
+each (condition, study)'s best trial one at a time, with the job's own overrides, into
+SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run twice once and takes seconds
+only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
+tuning run; each finished run prints both, and what else kept the cores busy meanwhile.
+"""
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from echo_experiments.report import tables
+from echo_experiments.report.collect import collect
+from echo_experiments.runs import SUMMARY, read_summary
+from echo_experiments.timing import OtherWork
+
+TIMED = "timed"
+# Seconds the machine is watched before the first run, to say at once whether timings made now can count.
+IDLE_CHECK_S = 3.0
+
+
+def best_trials(sweep: Path) -> list[str]:
+    """The job folders (relative to ``sweep``) of each (condition, study)'s best trial that reached the target."""
+    trials, _, _, _ = collect([sweep])
+    if trials.empty:
+        return []
+    tuned = trials[~trials["path"].str.startswith(f"{TIMED}/")]
+    bests = tables.study_bests(tuned)
+    return sorted(bests.loc[bests["reached"], "best_path"])
+
+
+def _job_overrides(job: Path) -> list[str]:
+    """The command-line overrides Hydra ran the job with (its .hydra/overrides.yaml)."""
+    path = job / ".hydra" / "overrides.yaml"
+    try:
+        overrides = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        overrides = None
+    if not isinstance(overrides, list):
+        raise ValueError(f"{path} is missing or unreadable: retime reruns the jobs of a sweep folder Hydra wrote "
+                         "(multirun/...), not an archived copy of its runs")
+    return [str(o) for o in overrides]
+
+
+def _shared(summary: dict) -> bool:
+    return (summary.get("other_cores") or 0.0) > tables.SHARED_CORES
+
+
+def _line(name: str, timed: dict, tuned: dict) -> str:
+    fresh, tuned_fresh = timed.get("fresh_examples_to_target"), tuned.get("fresh_examples_to_target")
+    text = (f"timed {name}: {timed.get('status')}, {fresh} fresh examples to target (its tuning run: {tuned_fresh}), "
+            f"{timed.get('seconds_to_target') or float('nan'):.1f} s to target, "
+            f"other processes kept {timed.get('other_cores') or 0.0:.2f} cores busy")
+    if fresh != tuned_fresh:
+        text += "; the fresh examples differ from the tuning run's: the stream was not the same, so this timing is " \
+                "not of the tuned trial"
+    if _shared(timed):
+        text += f"; above {tables.SHARED_CORES:g}, so it shared the machine and does not count (--redo-shared)"
+    return text
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.retime", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep", type=Path, help="a sweep folder (hydra.sweep.dir) whose studies are tuned")
+    parser.add_argument("--redo-shared", action="store_true",
+                        help="time again the timed runs that shared the machine (kept otherwise)")
+    parser.add_argument("--timeout-min", type=float, default=180.0,
+                        help="minutes one timed run may take before it is stopped (default 180)")
+    parser.add_argument("--list", action="store_true", help="print the trials it would time, and time none")
+    args = parser.parse_args(argv)
+    if not args.sweep.is_dir():
+        print(f"error: no such sweep folder: {args.sweep}", file=sys.stderr)
+        return 2
+    names = best_trials(args.sweep)
+    if not names:
+        print(f"error: no study in {args.sweep} has a trial that reached its target: nothing to time",
+              file=sys.stderr)
+        return 2
+    todo = []
+    for name in names:
+        timed = read_summary(args.sweep / TIMED / name / SUMMARY)
+        if timed is None or (args.redo_shared and _shared(timed)):
+            todo.append(name)
+    print(f"{len(names)} best trials in {args.sweep}; {len(names) - len(todo)} timed already, {len(todo)} to time"
+          + "".join(f"\n  {n}" for n in todo))
+    if args.list or not todo:
+        return 0
+    try:
+        overrides = {name: _job_overrides(args.sweep / name) for name in todo}
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    watch = OtherWork()
+    time.sleep(IDLE_CHECK_S)
+    busy = watch.seconds() / IDLE_CHECK_S
+    if busy > tables.SHARED_CORES:
+        print(f"warning: other processes keep {busy:.2f} cores busy; runs timed while they do will not count",
+              file=sys.stderr)
+    began = time.time()
+    for i, name in enumerate(todo, 1):
+        out = args.sweep / TIMED / name
+        # Quoted: job folders are named by their overrides (key=value,key=value), which would parse as a sweep.
+        quoted = str(out).replace("\\", "\\\\").replace("'", "\\'")
+        command = [sys.executable, "-m", "echo_experiments", *overrides[name], f"hydra.run.dir='{quoted}'"]
+        if (out / SUMMARY).exists():  # a timing that shared the machine: its run is made again from the start
+            command.append("trainer.restart=true")
+        try:
+            code = subprocess.run(command, timeout=args.timeout_min * 60).returncode
+        except subprocess.TimeoutExpired:
+            print(f"error: timing {name} took more than {args.timeout_min:g} min and was stopped", file=sys.stderr)
+            return 1
+        if code != 0:  # the run's own error is above; a signal's 128 + n is passed on
+            print(f"error: timing {name} ended with status {code}", file=sys.stderr)
+            return code
+        print(_line(name, read_summary(out / SUMMARY) or {}, read_summary(args.sweep / name / SUMMARY) or {}))
+        left = (len(todo) - i) * (time.time() - began) / i
+        print(f"retime {args.sweep}: {i} of {len(todo)} timed, about {left / 60:.0f} min left", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
