@@ -52,19 +52,22 @@ figures: setup
 	done
 
 # archive and restore: a sweep folder multirun/<preset>/<workload> and its committed copy
-# results/<preset>/<workload>/runs, which holds only the run files (the reporter reads nothing else).
+# results/<preset>/<workload>/runs, which holds only the run files (the reporter reads nothing else): its jobs'
+# and those of its timed/ folder (python -m echo_experiments.retime).
+RESULTS ?= results
 NEED_SWEEP = test -n "$(SWEEP)" || { echo "usage: make $@ SWEEP=multirun/<preset>/<workload>"; exit 2; }
-SWEEP_RESULTS = results/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs
+SWEEP_RESULTS = $(RESULTS)/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $(SWEEP))/runs
 RUN_FILES := {config.yaml,metrics.jsonl,summary.json}
+JOBS = "$$from"/*/ "$$from"/timed/*/
 
 # Only complete runs (with summary.json).
 archive:
 	@$(NEED_SWEEP)
-	@dest=$(SWEEP_RESULTS); n=0; \
-	for job in $(SWEEP)/*/; do \
+	@from=$(SWEEP); dest=$(SWEEP_RESULTS); n=0; \
+	for job in $(JOBS); do \
 	  [ -f "$$job/summary.json" ] || continue; \
-	  mkdir -p "$$dest/$$(basename $$job)"; \
-	  cp "$$job"/$(RUN_FILES) "$$dest/$$(basename $$job)/"; n=$$((n+1)); \
+	  run="$$dest/$${job#$$from/}"; mkdir -p "$$run"; \
+	  cp "$$job"/$(RUN_FILES) "$$run"; n=$$((n+1)); \
 	done; echo "$$n complete runs -> $$dest"
 
 # A sweep's committed runs back into its sweep folder, on a machine that does not have it (a new one, or after
@@ -72,11 +75,12 @@ archive:
 # already there is not touched (it may hold an interrupted run with its checkpoints).
 restore:
 	@$(NEED_SWEEP)
-	@src=$(SWEEP_RESULTS); n=0; \
-	test -d "$$src" || { echo "no committed runs in $$src"; exit 2; }; \
-	for run in "$$src"/*/; do \
-	  job=$(SWEEP)/$$(basename $$run); [ -e "$$job" ] && continue; \
-	  mkdir -p "$$job" && cp "$$run"/$(RUN_FILES) "$$job/"; n=$$((n+1)); \
+	@from=$(SWEEP_RESULTS); n=0; \
+	test -d "$$from" || { echo "no committed runs in $$from"; exit 2; }; \
+	for run in $(JOBS); do \
+	  [ -f "$$run/summary.json" ] || continue; \
+	  job="$(SWEEP)/$${run#$$from/}"; [ -e "$$job" ] && continue; \
+	  mkdir -p "$$job" && cp "$$run"/$(RUN_FILES) "$$job"; n=$$((n+1)); \
 	done; echo "$$n committed runs -> $(SWEEP)"
 
 clean:

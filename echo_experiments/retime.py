@@ -12,6 +12,7 @@ tuning run; each finished run prints both, and what else kept the cores busy mea
 """
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +71,27 @@ def _line(name: str, timed: dict, tuned: dict) -> str:
     return text
 
 
+def _run(command: list[str], timeout_s: float) -> Optional[int]:
+    """Run one timed job and return its exit status (None when it ran past ``timeout_s`` and was killed).
+
+    SIGTERM is passed on to the job, which stops at a step boundary; Ctrl-C reaches it from the terminal
+    already (a second one would stop it at once), so this process only waits for it to end."""
+    child = subprocess.Popen(command)
+    handlers = {signal.SIGTERM: lambda signum, frame: child.send_signal(signum),
+                signal.SIGINT: lambda signum, frame: None}
+    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
+    try:
+        code = child.wait(timeout=timeout_s)
+        return 128 - code if code < 0 else code  # ended by signal n (before it could catch it): the shell's 128 + n
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        return None
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.retime", description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path, help="a sweep folder (hydra.sweep.dir) whose studies are tuned")
@@ -115,13 +137,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         command = [sys.executable, "-m", "echo_experiments", *overrides[name], f"hydra.run.dir='{quoted}'"]
         if (out / SUMMARY).exists():  # a timing that shared the machine: its run is made again from the start
             command.append("trainer.restart=true")
-        try:
-            code = subprocess.run(command, timeout=args.timeout_min * 60).returncode
-        except subprocess.TimeoutExpired:
+        code = _run(command, args.timeout_min * 60)
+        if code is None:
             print(f"error: timing {name} took more than {args.timeout_min:g} min and was stopped", file=sys.stderr)
             return 1
         if code != 0:  # the run's own error is above; a signal's 128 + n is passed on
-            print(f"error: timing {name} ended with status {code}", file=sys.stderr)
+            print(f"error: timing {name} ended with status {code}; run the same command again to time it and the "
+                  "rest", file=sys.stderr)
             return code
         print(_line(name, read_summary(out / SUMMARY) or {}, read_summary(args.sweep / name / SUMMARY) or {}))
         left = (len(todo) - i) * (time.time() - began) / i

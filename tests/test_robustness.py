@@ -154,6 +154,31 @@ def test_restore_puts_a_committed_sweep_back_once_and_refuses_a_missing_one(tmp_
         assert usage.stdout.strip() == f"usage: make {target} SWEEP=multirun/<preset>/<workload>"
 
 
+def test_archive_and_restore_carry_the_timed_runs_of_a_sweep_and_only_complete_runs(tmp_path):
+    """retime writes each study's timed best trial into the sweep's timed/ folder: archived and restored with
+    the jobs, in the same place."""
+    sweep = tmp_path / "multirun" / "wall_clock_cpu" / "w"
+    for job in ("e=1,trial=0", "e=2,trial=1", "timed/e=2,trial=1"):
+        for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+            (sweep / job).mkdir(parents=True, exist_ok=True)
+            (sweep / job / name).write_text(f"{job} {name}\n")
+    (sweep / "e=2,trial=0").mkdir()  # interrupted: no summary.json
+    (sweep / "e=2,trial=0" / "config.yaml").write_text("seed: 0\n")
+    results = tmp_path / "results"
+    archived = _make("archive", f"SWEEP={sweep}", f"RESULTS={results}")
+    committed = results / "wall_clock_cpu" / "w" / "runs"
+    assert archived.stdout.strip() == f"3 complete runs -> {committed}", archived.stderr
+
+    def files(root):
+        return {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+    assert files(committed) == {k: v for k, v in files(sweep).items() if not k.startswith("e=2,trial=0/")}
+    again = tmp_path / "again" / "wall_clock_cpu" / "w"
+    restored = _make("restore", f"SWEEP={again}", f"RESULTS={results}")
+    assert restored.stdout.strip() == f"3 committed runs -> {again}", restored.stderr
+    assert files(again) == files(committed)
+
+
 @pytest.mark.parametrize("command,args", [
     ("report", ["{tmp}/no_such_folder", "--out", "{tmp}/report"]),
     ("report", ["{tmp}", "--out", "{tmp}/a_file"]),
