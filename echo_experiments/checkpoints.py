@@ -15,6 +15,7 @@ never stopped.
 """
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,6 +24,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tensorflow as tf
 from etils import epath
+
+
+# Read by tensorflow.python.eager.context.async_wait (ParameterServerStrategy sets it too).
+SKIP_ASYNC_WAIT = "TF_PS_DISABLE_ASYNC_EXECUTOR_GLOBALLY"
 
 
 class InputHandler(ocp.CheckpointHandler):
@@ -39,6 +44,12 @@ class InputHandler(ocp.CheckpointHandler):
         return self._checkpoint
 
     def save(self, directory: epath.Path, args: "InputSave") -> None:
+        # tf.train.Checkpoint.write ends with context.async_wait(), which syncs every eager executor in the
+        # process while the input pipeline's threads go on running py_function calls (emulated and HTTP
+        # storage, the tokenizer). Once, a test run aborted inside that sync (Fatal Python error: Aborted in
+        # sync_executors, a py_function mid-call in another thread). Nothing here runs eager ops
+        # asynchronously, so the wait has nothing to wait for: TensorFlow's own switch skips it.
+        os.environ[SKIP_ASYNC_WAIT] = "True"
         folder = epath.Path(directory) / f"process_{jax.process_index()}"
         folder.mkdir(parents=True, exist_ok=True)
         self._for(args.iterator).write(str(folder / "iterator"))

@@ -81,6 +81,31 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(t
     assert metric_rows(tmp_path / "whole") == metric_rows(tmp_path / "killed")  # the same batches, losses and metrics
 
 
+def test_saving_the_input_position_never_syncs_the_eager_executors(tmp_path, monkeypatch):
+    """tf.train.Checkpoint.write would sync every eager executor while py_function calls run in the pipeline's
+    threads; that sync once aborted a run (checkpoints.py), so saving the input's position skips it."""
+    from etils import epath
+    from tensorflow.python.eager import context
+
+    from echo_experiments.checkpoints import SKIP_ASYNC_WAIT, InputHandler, InputRestore, InputSave
+
+    def refuse():
+        raise AssertionError("the input checkpoint synced the eager executors")
+
+    monkeypatch.delenv(SKIP_ASYNC_WAIT, raising=False)
+    monkeypatch.setattr(context.context(), "sync_executors", refuse)
+    options = tf.data.Options()
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    records = tf.data.Dataset.range(100).map(lambda x: tf.py_function(lambda v: v * 2, [x], tf.int64),
+                                             num_parallel_calls=4).with_options(options)
+    iterator = iter(records)
+    assert [int(next(iterator)) for _ in range(3)] == [0, 2, 4]
+    InputHandler().save(epath.Path(tmp_path), InputSave(iterator, np.ones(3, bool)))
+    again = iter(records)
+    seen = InputHandler().restore(epath.Path(tmp_path), InputRestore(again))
+    assert seen.tolist() == [True] * 3 and int(next(again)) == 6
+
+
 def start_service():
     """A dispatcher and one worker on this machine, started as on other machines: (address, processes)."""
     with socket.socket() as a, socket.socket() as b:
