@@ -85,6 +85,24 @@ class PeerLost(Exception):
     """Another process of a multi-process run stopped answering; str() is the one line shown to the user."""
 
 
+def result_within(future: concurrent.futures.Future, timeout_s: float, slice_s: float = 1.0) -> Any:
+    """``future.result()``, waiting at most ``timeout_s`` seconds of this process's own running time.
+
+    The wait goes in slices, each counted as what it asked for: a process stopped in the middle of one
+    (SIGSTOP, Ctrl-Z, a suspended machine) counts one slice, not the pause. One wait of ``timeout_s`` would
+    blame the input for the pause and end a resumed run (a sweep paused for 24 minutes lost its jobs so).
+    concurrent.futures.TimeoutError once the slices add up to ``timeout_s``."""
+    waited = 0.0
+    while True:
+        step = min(slice_s, timeout_s - waited)
+        try:
+            return future.result(timeout=step)
+        except concurrent.futures.TimeoutError:
+            waited += step
+            if waited >= timeout_s:
+                raise
+
+
 class StopSignals:
     """While training, SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before a time limit) ask the loop to stop
     at the next step boundary, where it can checkpoint; a second Ctrl-C interrupts at once."""
@@ -395,7 +413,7 @@ class Trainer:
             self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
         future = self._waiter.submit(lambda: {k: v.numpy() for k, v in next(iterator).items()})
         try:
-            return future.result(timeout=float(self.cfg.data.timeout_s))
+            return result_within(future, float(self.cfg.data.timeout_s))
         except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
             # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
             causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")

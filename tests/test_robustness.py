@@ -255,3 +255,34 @@ def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, dat
                       "ConnectionRefusedError: [Errno 111] Connection refused; the run keeps its last checkpoint: "
                       "run the same command to resume once it answers"]
     assert "Traceback" not in err
+
+
+# A child that waits up to 1 s of its running time for a result its producer thread sets after 0.5 s of running
+# time (ten sleeps of 0.05 s: a pause inside one ends it, as it ends a slice of the wait).
+WAITER = """
+import concurrent.futures, sys, threading, time
+from echo_experiments.train import result_within
+future = concurrent.futures.Future()
+threading.Thread(target=lambda: ([time.sleep(0.05) for _ in range(10)], future.set_result("batch")),
+                 daemon=True).start()
+print("waiting", flush=True)
+try:
+    print(result_within(future, timeout_s=1.0, slice_s=0.1))
+except concurrent.futures.TimeoutError:
+    print("timed out")
+"""
+
+
+def test_time_a_run_spent_stopped_does_not_count_toward_the_input_timeout():
+    """data.timeout_s counts the process's running time: stopped for 3 s in the middle of the wait (SIGSTOP, as
+    a paused sweep or Ctrl-Z), it still gets the batch that takes half its timeout (one wait of 1 s would
+    time out on waking)."""
+    child = subprocess.Popen([sys.executable, "-c", WAITER], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "waiting"
+    time.sleep(0.2)
+    child.send_signal(signal.SIGSTOP)
+    time.sleep(3)
+    child.send_signal(signal.SIGCONT)
+    out, _ = child.communicate(timeout=60)
+    assert out.strip() == "batch"
+
