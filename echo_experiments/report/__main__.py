@@ -117,9 +117,12 @@ def markdown(fresh, speed, final, bounds, partial, trials, skipped, drawn, comma
         "(earlier evaluations included, checkpoints not). The ideal speedup is max(1, min(e, R)), "
         "R = upstream / downstream time per step, where the runs measured it; efficiency = speedup / ideal. "
         "speedup_min and speedup_max: the baseline's median over the slowest and the fastest study. "
-        f"Runs during which other processes kept more than {tables.SHARED_CORES:g} cores busy on average shared "
-        "the machine and are left out of this table (n_runs_shared); runs made before that was recorded "
-        f"count as alone ({int(trials['other_cores'].isna().sum())} such runs here).\n",
+        "A study's seconds are those of its best trial (the one counted above), from a run of it that had the "
+        f"machine to itself: other processes kept at most {tables.SHARED_CORES:g} cores busy on average while it "
+        "ran. A study whose best trial has no such run is untimed (n_studies_reached - n_studies_timed) and "
+        "left out of the median; no other trial stands in for it. n_runs_shared counts the runs that shared the "
+        "machine (listed below), n_runs_unmeasured those made before that was recorded "
+        f"({int(trials['other_cores'].isna().sum())} here), whose seconds are not timings either.\n",
         table(speed, seconds),
         _shared_list(trials),
         "## Best metric reached (final performance)\n", table(final, {}),
@@ -153,7 +156,7 @@ def _shared_list(trials: pd.DataFrame) -> str:
     shared = tables.shared_runs(trials)
     if shared.empty:
         return ""
-    return (f"Runs that shared the machine ({len(shared)}), left out of the seconds and speedups above:\n\n"
+    return (f"Runs that shared the machine ({len(shared)}), whose seconds are not timings:\n\n"
             + table(shared[["path", "other_cores"]], {}))
 
 

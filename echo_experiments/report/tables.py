@@ -17,6 +17,8 @@ CONDITION = list(_CONDITION)
 INF = math.inf
 # Counts of studies and of trials, named so that neither reads as the other.
 COUNTS = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
+# The seconds table's counts: studies whose best trial was timed alone, and runs whose seconds are no timing.
+SPEEDUP_COUNTS = ["n_studies", "n_studies_reached", "n_studies_timed", "n_runs_shared", "n_runs_unmeasured"]
 
 
 def trial_ids(trials: pd.DataFrame) -> pd.Series:
@@ -43,7 +45,8 @@ def study_bests(trials: pd.DataFrame) -> pd.DataFrame:
     groups = t.groupby(CONDITION + ["study_key"], sort=True)
     out = groups.agg(n_trials=("trial_id", "nunique"), n_trials_reached=("reached_id", "nunique"),
                      n_trials_pruned=("pruned_id", "nunique"), fresh=("fresh", "first"),
-                     best_path=("path", "first"), seconds=("seconds", "min")).reset_index()
+                     best_path=("path", "first"), best_trial=("trial_id", "first"),
+                     seconds=("seconds", "min")).reset_index()
     out["reached"] = np.isfinite(out["fresh"])
     return out
 
@@ -97,35 +100,61 @@ SHARED_CORES = 0.2
 
 def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
     """The runs that shared the machine (other_cores above SHARED_CORES), with how much."""
-    other = trials["other_cores"].astype(float)  # NaN: a run made before it was recorded (counts as alone)
+    other = trials["other_cores"].astype(float)  # NaN: a run made before it was recorded
     shared = other > SHARED_CORES
     return trials.loc[shared, ["path", *CONDITION]].assign(other_cores=other[shared].to_numpy())
 
 
+def alone(trials: pd.DataFrame) -> pd.Series:
+    """Whether each run's seconds are a timing: it recorded what else ran meanwhile, and that was below
+    SHARED_CORES. A run made before other_cores was recorded is not known to have been alone (the sweeps of
+    that time ran two jobs at a time), so its seconds do not count either."""
+    return trials["other_cores"].astype(float) <= SHARED_CORES
+
+
 def speedups(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per condition, from the runs that had the machine to themselves (runs that recorded no measure of
-    other work, made before it was recorded, count as alone): median/min/max over studies of the fastest
-    trial's training seconds to target, the speedup over the baseline's median with its range
-    (baseline median / max and / min over studies), and beside it the ideal where R is known: time per fresh
+    """Per condition: median/min/max over studies of the seconds to target of each study's best trial (the
+    trial fresh_examples_to_target counts, the one ``python -m echo_experiments.retime`` times again), taken
+    from a run of that trial that had the machine to itself; the speedup over the baseline's median with its
+    range (baseline median / max and / min over studies); beside it the ideal where R is known: time per fresh
     batch is max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1;
-    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65). ``n_runs_shared`` counts the runs
-    left out."""
-    shared = shared_runs(trials)
-    alone = trials[~trials["path"].isin(shared["path"])]
-    table = _summarise(study_bests(alone), "seconds")
-    n_shared = shared.groupby(CONDITION).size()
-    table.insert(len(CONDITION) + len(COUNTS), "n_runs_shared",
-                 [int(n_shared.get(key, 0)) for key in table[CONDITION].itertuples(index=False, name=None)])
-    base = _baseline_medians(table)
-    for column, seconds in (("speedup", "median"), ("speedup_min", "max"), ("speedup_max", "min")):
+    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65).
+
+    A study whose best trial never reached the target counts as not reached (inf), timed or not. A study whose
+    best trial reached it but has no run alone is untimed: left out of the median and counted as
+    n_studies_reached - n_studies_timed; another trial of that study that ran alone never stands in for it,
+    since it is not the study's best. n_runs_shared and n_runs_unmeasured count the condition's runs whose
+    seconds are not timings (they shared the machine; they recorded nothing of it)."""
+    t = trials.assign(trial_id=trial_ids(trials))
+    timed = t[alone(t) & (t["status"] == "reached_target")]
+    seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
+    bests = study_bests(trials)
+    keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)
+    bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
+    other = t["other_cores"].astype(float)
+    n_shared = t[other > SHARED_CORES].groupby(CONDITION).size()
+    n_unmeasured = t[other.isna()].groupby(CONDITION).size()
+    rows = []
+    for key, g in bests.groupby(CONDITION, sort=True):
+        values = g["seconds"].dropna().to_numpy(dtype=float)
+        rows.append({**dict(zip(CONDITION, key)), "n_studies": len(g), "n_studies_reached": int(g["reached"].sum()),
+                     "n_studies_timed": int(np.isfinite(values).sum()), "n_runs_shared": int(n_shared.get(key, 0)),
+                     "n_runs_unmeasured": int(n_unmeasured.get(key, 0)),
+                     "median_seconds": float(np.median(values)) if len(values) else math.nan,
+                     "min_seconds": float(values.min()) if len(values) else math.nan,
+                     "max_seconds": float(values.max()) if len(values) else math.nan})
+    table = pd.DataFrame(rows, columns=CONDITION + SPEEDUP_COUNTS + ["median_seconds", "min_seconds", "max_seconds"])
+    base = _baseline_medians(table.rename(columns={"median_seconds": "median"}))
+    for column, value in (("speedup", "median_seconds"), ("speedup_min", "max_seconds"),
+                          ("speedup_max", "min_seconds")):
         table[column] = [
-            _ratio(base[(r.workload, r.batch_size)], getattr(r, seconds)) if (r.workload, r.batch_size) in base
+            _ratio(base[(r.workload, r.batch_size)], getattr(r, value)) if (r.workload, r.batch_size) in base
             else math.nan for r in table.itertuples()]
-    ratio = _upstream_ratio(alone)
+    ratio = _upstream_ratio(t[alone(t)])
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
-    return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
+    return table
 
 
 def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:
