@@ -126,35 +126,33 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     since it is not the study's best. n_runs_shared and n_runs_unmeasured count the condition's runs whose
     seconds are not timings (they shared the machine; they recorded nothing of it)."""
     t = trials.assign(trial_id=trial_ids(trials))
-    timed = t[alone(t) & (t["status"] == "reached_target")]
+    timing = alone(t)
+    timed = t[timing & (t["status"] == "reached_target")]
     seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
     bests = study_bests(trials)
     keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)
     bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
-    other = t["other_cores"].astype(float)
-    n_shared = t[other > SHARED_CORES].groupby(CONDITION).size()
-    n_unmeasured = t[other.isna()].groupby(CONDITION).size()
+    n_shared = shared_runs(t).groupby(CONDITION).size()
+    n_unmeasured = t[t["other_cores"].isna()].groupby(CONDITION).size()
     rows = []
     for key, g in bests.groupby(CONDITION, sort=True):
-        values = g["seconds"].dropna().to_numpy(dtype=float)
+        values = g["seconds"].dropna().to_numpy(dtype=float)  # untimed studies left out; not reached is inf
+        spread = (np.median(values), values.min(), values.max()) if len(values) else (math.nan,) * 3
         rows.append({**dict(zip(CONDITION, key)), "n_studies": len(g), "n_studies_reached": int(g["reached"].sum()),
                      "n_studies_timed": int(np.isfinite(values).sum()), "n_runs_shared": int(n_shared.get(key, 0)),
                      "n_runs_unmeasured": int(n_unmeasured.get(key, 0)),
-                     "median_seconds": float(np.median(values)) if len(values) else math.nan,
-                     "min_seconds": float(values.min()) if len(values) else math.nan,
-                     "max_seconds": float(values.max()) if len(values) else math.nan})
-    table = pd.DataFrame(rows, columns=CONDITION + SPEEDUP_COUNTS + ["median_seconds", "min_seconds", "max_seconds"])
-    base = _baseline_medians(table.rename(columns={"median_seconds": "median"}))
-    for column, value in (("speedup", "median_seconds"), ("speedup_min", "max_seconds"),
-                          ("speedup_max", "min_seconds")):
+                     **dict(zip(["median", "min", "max"], map(float, spread)))})
+    table = pd.DataFrame(rows, columns=CONDITION + SPEEDUP_COUNTS + ["median", "min", "max"])
+    base = _baseline_medians(table)
+    for column, value in (("speedup", "median"), ("speedup_min", "max"), ("speedup_max", "min")):
         table[column] = [
             _ratio(base[(r.workload, r.batch_size)], getattr(r, value)) if (r.workload, r.batch_size) in base
             else math.nan for r in table.itertuples()]
-    ratio = _upstream_ratio(t[alone(t)])
+    ratio = _upstream_ratio(t[timing])
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
-    return table
+    return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
 
 
 def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:
