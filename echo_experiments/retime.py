@@ -54,10 +54,6 @@ def _job_overrides(job: Path) -> list[str]:
     return [str(o) for o in overrides]
 
 
-def _shared(summary: dict) -> bool:
-    return (summary.get("other_cores") or 0.0) > tables.SHARED_CORES
-
-
 def _line(name: str, timed: dict, tuned: dict) -> str:
     fresh, tuned_fresh = timed.get("fresh_examples_to_target"), tuned.get("fresh_examples_to_target")
     text = (f"timed {name}: {timed.get('status')}, {fresh} fresh examples to target (its tuning run: {tuned_fresh}), "
@@ -66,7 +62,10 @@ def _line(name: str, timed: dict, tuned: dict) -> str:
     if fresh != tuned_fresh:
         text += "; the fresh examples differ from the tuning run's: the stream was not the same, so this timing is " \
                 "not of the tuned trial"
-    if _shared(timed):
+    if timed.get("other_cores") is None:
+        text += "; it recorded nothing of other work, so it is not known to be alone and does not count " \
+                "(--redo-shared)"
+    elif not tables.was_alone(timed["other_cores"]):
         text += f"; above {tables.SHARED_CORES:g}, so it shared the machine and does not count (--redo-shared)"
     return text
 
@@ -112,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     todo = []
     for name in names:
         timed = read_summary(args.sweep / TIMED / name / SUMMARY)
-        if timed is None or (args.redo_shared and _shared(timed)):
+        if timed is None or (args.redo_shared and not tables.was_alone(timed.get("other_cores"))):
             todo.append(name)
     print(f"{len(names)} best trials in {args.sweep}; {len(names) - len(todo)} timed already, {len(todo)} to time"
           + "".join(f"\n  {n}" for n in todo))

@@ -227,6 +227,10 @@ def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it
     path.write_text(json.dumps({**timed[best[1]], "other_cores": 1.0}))
     assert retime([str(sweep), "--list"]) == 0 and "0 to time" in capsys.readouterr().out
     assert retime([str(sweep), "--redo-shared", "--list"]) == 0 and "1 to time" in capsys.readouterr().out
+    # So is one that recorded nothing of other work: the reporter does not count it as alone either.
+    path.write_text(json.dumps({k: v for k, v in timed[best[1]].items() if k != "other_cores"}))
+    assert retime([str(sweep), "--redo-shared", "--list"]) == 0 and "1 to time" in capsys.readouterr().out
+    path.write_text(json.dumps(timed[best[1]]))
     assert report([str(sweep), "--out", str(tmp_path / "report")]) == 0
     table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
     assert table[["n_studies", "n_trials", "median"]].values.tolist() == [[1, 2, best[0]]]

@@ -7,6 +7,7 @@ infinitely many fresh examples (worse than any study that did), never as zero.
 """
 
 import math
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -101,15 +102,20 @@ SHARED_CORES = 0.2
 def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
     """The runs that shared the machine (other_cores above SHARED_CORES), with how much."""
     other = trials["other_cores"].astype(float)  # NaN: a run made before it was recorded
-    shared = other > SHARED_CORES
+    shared = other.notna() & ~alone(trials)
     return trials.loc[shared, ["path", *CONDITION]].assign(other_cores=other[shared].to_numpy())
 
 
+def was_alone(other_cores: Optional[float]) -> bool:
+    """Whether a run's seconds are a timing: it recorded what else ran meanwhile (other_cores), and that was
+    at most SHARED_CORES. A run made before other_cores was recorded (None or NaN) is not known to have been
+    alone (the sweeps of that time ran two jobs at a time), so its seconds do not count either."""
+    return other_cores is not None and float(other_cores) <= SHARED_CORES  # NaN compares False
+
+
 def alone(trials: pd.DataFrame) -> pd.Series:
-    """Whether each run's seconds are a timing: it recorded what else ran meanwhile, and that was below
-    SHARED_CORES. A run made before other_cores was recorded is not known to have been alone (the sweeps of
-    that time ran two jobs at a time), so its seconds do not count either."""
-    return trials["other_cores"].astype(float) <= SHARED_CORES
+    """was_alone for each run."""
+    return trials["other_cores"].map(was_alone).astype(bool)
 
 
 def speedups(trials: pd.DataFrame) -> pd.DataFrame:
