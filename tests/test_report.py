@@ -319,4 +319,9 @@ def test_a_default_echo_shuffle_that_grows_with_e_and_the_batch_does_not_break_a
     swept = pd.concat([at_32, at_32[at_32["placement"] == "before_batching"].assign(shuffle_buffer=0)])
     labels = set(_series(figures.factor_sweep(swept)))
     assert {"example echoing", "example echoing (shuffle 640)", "example echoing (shuffle 1280)"} <= labels
-    assert figures.shuffle_sweep(swept) is not None
+    ax = figures.shuffle_sweep(swept).axes[0]
+    # Every size run is a tick, and both ends' points lie inside the frame, not on it.
+    assert list(ax.get_xticks()) == [0, 640, 1280, 2560]
+    low, high = ax.get_xlim()
+    assert low < 0 and high > 2560
+    assert "baseline min-max" in [p.get_label() for p in ax.patches]

@@ -155,11 +155,20 @@ def shuffle_sweep(table: pd.DataFrame) -> Optional[Figure]:
         for (placement, factor, batch_size), g in rows.groupby(["placement", "echo_factor", "batch_size"]):
             g = g.sort_values("shuffle_buffer")
             _errorbar(ax, g["shuffle_buffer"], g, f"{_label(placement)}, e={factor:g}")
-        base = table[(table["workload"] == workload) & (table["echo_factor"] == 1)]["median"]
-        if len(base) and np.isfinite(base.iloc[0]):
-            ax.axhline(base.iloc[0], color="k", ls=":", label="baseline")
+        base = table[(table["workload"] == workload) & (table["echo_factor"] == 1)]
+        if len(base) and np.isfinite(base["median"].iloc[0]):
+            ax.axhline(base["median"].iloc[0], color="k", ls=":", label="baseline")
+            if np.isfinite(base["max"].iloc[0]):
+                ax.axhspan(base["min"].iloc[0], base["max"].iloc[0], color="k", alpha=0.08, label="baseline min-max")
+        # symlog puts 0 (no shuffle) on the axis beside the log-spaced sizes; ticks only at the sizes run, and
+        # margins on both sides so neither end's point sits on the frame.
+        sizes = sorted(int(s) for s in rows["shuffle_buffer"].unique())
         ax.set_xscale("symlog", linthresh=1)
-        _finish_panel(ax, workload, "shuffle buffer after the echo stage (0 = none)", "fresh examples to target")
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
+        ax.set_xlim(-0.5, 2 * max(sizes))
+        _finish_panel(ax, workload, "shuffle buffer after the echo stage (0 = none), in\n"
+                      "examples after example echoing, batches after batch echoing", "fresh examples to target")
     fig.tight_layout()
     return fig
 
