@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
@@ -23,10 +24,14 @@ TB = "tb"
 # Row keys that are bookkeeping, not curves.
 _NOT_CURVES = {"step", "fresh_examples", "examples_trained", "learning_rate", "train_loss"}
 _CLOCKS = {"elapsed_s", "wall_time_s", "eval_time_s"}
+# tf.summary.scalar stores float32 and raises on a larger value (a diverging LM's perplexity, exp(568), is one);
+# such a value is left out of the event files like inf and NaN, and stays in metrics.jsonl.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and abs(value) <= _FLOAT32_MAX)
 
 
 class Events:

@@ -86,3 +86,17 @@ def test_a_resumed_run_continues_the_same_curves_without_a_point_twice(tmp_path,
 def test_tensorboard_false_writes_no_event_files(tmp_path):
     run(compose_config(*SHORT, "trainer.max_fresh_examples=1024", "trainer.tensorboard=false"), tmp_path)
     assert (tmp_path / "summary.json").exists() and not (tmp_path / "tb").exists()
+
+
+def test_a_metric_beyond_float32_is_left_out_and_the_row_is_still_written(tmp_path):
+    # A diverging LM's first evaluation (a batch-128 trial's, from a sweep): its perplexity, exp(568), is a
+    # float64 that tf.summary's float32 cannot hold; writing it failed the whole run.
+    row = {"step": 25, "fresh_examples": 3200, "examples_trained": 3200, "train_loss": 11.86, "learning_rate": 0.652,
+           "loss": 568.021, "accuracy": 0.0964, "perplexity": 4.879806216248654e+246}
+    writer = Events(tmp_path, {"echo_factor": 1.0})
+    writer.row(row)
+    writer.close()
+    reader = events(tmp_path)
+    assert same(curve(reader, "eval/loss"), [(25, 568.021)])
+    assert same(curve(reader, "by_fresh/eval/accuracy"), [(3200, 0.0964)])
+    assert "eval/perplexity" not in reader.Tags()[TENSORS]
