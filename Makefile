@@ -60,15 +60,18 @@ SWEEP_RESULTS = $(RESULTS)/$(notdir $(patsubst %/,%,$(dir $(SWEEP))))/$(notdir $
 RUN_FILES := {config.yaml,metrics.jsonl,summary.json}
 JOBS = "$$from"/*/ "$$from"/timed/*/
 
-# Only complete runs (with summary.json).
+# Only complete runs (with summary.json). A failed run is no outcome (its command resumes it from its checkpoint,
+# which results/ does not keep), so it stays out.
 archive:
 	@$(NEED_SWEEP)
-	@from=$(SWEEP); dest=$(SWEEP_RESULTS); n=0; \
+	@from=$(SWEEP); dest=$(SWEEP_RESULTS); n=0; failed=0; \
 	for job in $(JOBS); do \
 	  [ -f "$$job/summary.json" ] || continue; \
+	  if grep -q '"status": "failed"' "$$job/summary.json"; then failed=$$((failed+1)); continue; fi; \
 	  run="$$dest/$${job#$$from/}"; mkdir -p "$$run"; \
 	  cp "$$job"/$(RUN_FILES) "$$run"; n=$$((n+1)); \
-	done; echo "$$n complete runs -> $$dest"
+	done; echo "$$n complete runs -> $$dest"; \
+	[ $$failed -eq 0 ] || echo "$$failed failed runs left out: the sweep's command resumes them"
 
 # A sweep's committed runs back into its sweep folder, on a machine that does not have it (a new one, or after
 # make clean): run again, the sweep's command leaves them alone and prunes against their bests. A job folder

@@ -164,15 +164,19 @@ def test_archive_and_restore_carry_the_timed_runs_of_a_sweep_and_only_complete_r
             (sweep / job / name).write_text(f"{job} {name}\n")
     (sweep / "e=2,trial=0").mkdir()  # interrupted: no summary.json
     (sweep / "e=2,trial=0" / "config.yaml").write_text("seed: 0\n")
+    (sweep / "e=1,trial=1").mkdir()  # failed: no outcome; the sweep's command resumes it from its checkpoint
+    (sweep / "e=1,trial=1" / "summary.json").write_text('{\n  "status": "failed",\n  "error": "ValueError: x"\n}\n')
     results = tmp_path / "results"
     archived = _make("archive", f"SWEEP={sweep}", f"RESULTS={results}")
     committed = results / "wall_clock_cpu" / "w" / "runs"
-    assert archived.stdout.strip() == f"3 complete runs -> {committed}", archived.stderr
+    assert archived.stdout.strip().splitlines() == [
+        f"3 complete runs -> {committed}", "1 failed runs left out: the sweep's command resumes them"], archived.stderr
 
     def files(root):
         return {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file()}
 
-    assert files(committed) == {k: v for k, v in files(sweep).items() if not k.startswith("e=2,trial=0/")}
+    left_out = ("e=2,trial=0/", "e=1,trial=1/")
+    assert files(committed) == {k: v for k, v in files(sweep).items() if not k.startswith(left_out)}
     again = tmp_path / "again" / "wall_clock_cpu" / "w"
     restored = _make("restore", f"SWEEP={again}", f"RESULTS={results}")
     assert restored.stdout.strip() == f"3 committed runs -> {again}", restored.stderr
