@@ -67,7 +67,7 @@ archive:
 	@from=$(SWEEP); dest=$(SWEEP_RESULTS); n=0; failed=0; \
 	for job in $(JOBS); do \
 	  [ -f "$$job/summary.json" ] || continue; \
-	  if grep -q '"status": "failed"' "$$job/summary.json"; then failed=$$((failed+1)); continue; fi; \
+	  if grep -Eq '"status": *"failed"' "$$job/summary.json"; then failed=$$((failed+1)); continue; fi; \
 	  run="$$dest/$${job#$$from/}"; mkdir -p "$$run"; \
 	  cp "$$job"/$(RUN_FILES) "$$run"; n=$$((n+1)); \
 	done; echo "$$n complete runs -> $$dest"; \
