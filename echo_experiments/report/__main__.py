@@ -109,7 +109,8 @@ def markdown(fresh, speed, final, bounds, partial, trials, skipped, drawn, comma
         "n_studies counts studies and n_studies_reached those whose best trial reached the target; n_trials counts "
         "trials (runs), n_trials_reached those that reached it and n_trials_pruned those stopped once they could no "
         "longer be their study's best. "
-        "ratio_to_baseline = baseline median / this median (baseline: echo factor 1, same workload and batch size).\n",
+        "fresh_speedup = baseline median / this median, how many times fewer fresh examples than the baseline "
+        "(above 1: fewer; 0: never reached; baseline: echo factor 1, same workload and batch size).\n",
         _unfinished_text(partial),
         "## Fresh examples to target\n", table(fresh, counts),
         "## Seconds to target and speedup\n",

@@ -81,11 +81,11 @@ def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
 def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition: studies (and those whose best trial reached the target), trials (and those that reached
     it, and those pruned), median/min/max over studies of the best fresh examples to target, and
-    ratio_to_baseline = baseline median / this median (baseline: factor 1, same workload and batch size;
-    empty when there is none)."""
+    fresh_speedup = baseline median / this median, how many times fewer fresh examples than the baseline
+    (0: never reached; baseline: factor 1, same workload and batch size; empty when there is none)."""
     table = _summarise(study_bests(trials), "fresh")
     base = _baseline_medians(table)
-    table["ratio_to_baseline"] = [
+    table["fresh_speedup"] = [
         _ratio(base[(r.workload, r.batch_size)], r.median) if (r.workload, r.batch_size) in base else math.nan
         for r in table.itertuples()]
     return table
