@@ -52,6 +52,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         log.info("not run: the same run as another job of this sweep (at echo factor 1 there is no echo stage, "
                  "so the placement and echo shuffle make no difference) -> %s", out_dir)
         return None
+    began = time.time()
     try:
         summary = run(cfg, out_dir)
     except (C.ConfigError, DataMissing, RunDirInUse) as e:
@@ -68,7 +69,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              summary["status"], summary["fresh_examples_to_target"], summary["steps"], summary["fresh_examples"],
              summary["wall_time_s"], out_dir)
-    _sweep_progress(Path(out_dir))
+    _sweep_progress(Path(out_dir), time.time() - began, summary.get("elapsed_s"))
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
     reached = summary["fresh_examples_to_target"]
     return float(reached) if reached is not None else float("inf")
@@ -97,28 +98,40 @@ def run_key(cfg: DictConfig) -> str:
     return job_key(plain)
 
 
-def _sweep_progress(job_dir: Path) -> None:
+def _sweep_progress(job_dir: Path, attempt_s: float, elapsed_s: Optional[float]) -> None:
     """After each job of a sweep, one line: this command's jobs complete, and the time left at the pace of
-    the jobs it ran itself (jobs complete from an earlier, interrupted command take no time)."""
+    the work it did itself. A job complete from an earlier, interrupted command took none of it; one it
+    resumed from a checkpoint took the share ``attempt_s`` (its seconds in this command) is of ``elapsed_s``
+    (its training seconds over every attempt), so the jobs that finish soon after a restart do not make the
+    rest look short."""
     total, started = int(os.environ.get(SWEEP_JOBS, 0)), float(os.environ.get(SWEEP_STARTED, 0))
     summary = job_dir / SUMMARY
     if total <= 1 or not summary.exists():  # one job, or not process 0 of a multi-process job
         return
     ran, sweep_dir = summary.stat().st_mtime >= started, job_dir.parent
+    # Compiling and loading count in attempt_s, not in elapsed_s: a job run from the start is one whole job.
+    share = min(1.0, attempt_s / elapsed_s) if ran and elapsed_s else float(ran)
     # A launcher may run the jobs in other processes (joblib) or on other machines (submitit): each job adds
     # one line to this command's progress file (appends this short are atomic), so the last one counts all.
     progress = sweep_dir / f".progress-{os.environ[SWEEP_STARTED]}"
     with progress.open("a") as f:
-        f.write("ran\n" if ran else "kept\n")
-    lines = progress.read_text().split()
-    complete, ran_here = len(lines), lines.count("ran")
-    if ran_here:
-        eta = (total - complete) * (time.time() - started) / ran_here
-        left = f"about {eta / 3600:.1f} h left" if eta >= 3600 else f"about {eta / 60:.0f} min left"
-    else:
+        f.write(f"ran {share:.4f}\n" if ran else "kept\n")
+    lines = progress.read_text().splitlines()
+    shares = [float(line.split()[1]) if line.startswith("ran") else 0.0 for line in lines]
+    eta = time_left(total, shares, time.time() - started)
+    if eta is None:
         left = "time left known once a job has run"
-    log.info("sweep %s: %d of %d jobs complete (%d kept from an earlier run); %s", sweep_dir, complete, total,
-             complete - ran_here, left)
+    else:
+        left = f"about {eta / 3600:.1f} h left" if eta >= 3600 else f"about {eta / 60:.0f} min left"
+    log.info("sweep %s: %d of %d jobs complete (%d kept from an earlier run); %s", sweep_dir, len(lines), total,
+             lines.count("kept"), left)
+
+
+def time_left(total: int, shares: list[float], seconds: float) -> Optional[float]:
+    """Seconds left of a sweep of ``total`` jobs, ``seconds`` into the command that completed ``shares``: per
+    complete job, the share of its work that command did (0: complete before it). None until it did some."""
+    done = sum(shares)
+    return (total - len(shares)) * seconds / done if done else None
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from conftest import compose_config
 from echo_experiments.config import ConfigError
-from echo_experiments.cli import check_command_line
+from echo_experiments.cli import check_command_line, time_left
 from echo_experiments.train import run
 from echo_experiments.tuning import trial_values
 from conftest import FAST
@@ -78,6 +78,14 @@ def test_a_killed_sweep_finishes_on_rerun_without_redoing_complete_trials(tmp_pa
     for name in after:  # the interrupted trial was redone from the start: one row per evaluation
         steps = [json.loads(r)["step"] for r in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         assert steps == sorted(set(steps)) and steps[-1] == after[name]["steps"]
+
+
+def test_time_left_counts_a_resumed_job_by_the_share_of_it_this_command_trained():
+    # Ten minutes after a restart, two jobs resumed from checkpoints are done, having trained 10% and 30% of
+    # their time here: 0.4 jobs' work in 600 s leaves 46 jobs at 1,500 s each, not at 300 s.
+    assert time_left(48, [0.1, 0.3], 600.0) == pytest.approx(46 * 1500)
+    assert time_left(48, [0.0, 1.0], 600.0) == pytest.approx(46 * 600)  # one kept from before, one run whole
+    assert time_left(48, [0.0, 0.0], 5.0) is None  # only kept jobs: no pace yet
 
 
 def test_a_complete_run_directory_is_not_reused_for_another_config(tmp_path):
