@@ -20,8 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 LOCK, HOLDER = ".lock", ".lock.holder"
-# Keys that say how to run, not what: a rerun may change them without making the run another config.
-HOW_TO_RUN = ("trainer.restart", "trainer.progress")
+# Keys that say how to run, not what: a rerun may change them without making the run another config. A run
+# resumed from a checkpoint goes on as if never stopped, so how often it checkpoints changes no result.
+HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_seconds",
+              "trainer.checkpoint_every_steps")
 STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
