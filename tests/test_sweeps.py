@@ -104,7 +104,6 @@ def test_a_key_added_to_the_schema_after_a_run_does_not_make_it_another_config(t
         run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
 
 
-
 def test_a_new_checkpoint_cadence_does_not_make_a_run_another_config(tmp_path):
     # A preset that began checkpointing every 300 s after some of its runs were made keeps them (fixed_budget_cpu).
     first = run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
@@ -113,6 +112,7 @@ def test_a_new_checkpoint_cadence_does_not_make_a_run_another_config(tmp_path):
     assert run(again, tmp_path) == first
     with pytest.raises(ConfigError, match="differs at trainer.max_steps"):
         run(compose_config(*TINY, "trainer.max_steps=3", "trainer.checkpoint_every_seconds=300"), tmp_path)
+
 
 # submitit's local launcher is the same job code as joblib's in other processes: `make test-all` runs it.
 @pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
