@@ -452,6 +452,9 @@ class TuningConfig:
     # A trial whose fresh examples pass the best fresh examples to target of its study's finished trials can
     # no longer be the study's best: it stops, recorded as pruned (never as reached).
     prune: bool = _f(True, "true or false", boolean)
+    # 1: stop at the study's best; 1.5: only past 1.5 x it, so a paired comparison learns more from the trial.
+    prune_margin: float = _f(1.0, "a real number >= 1 (a trial is pruned once its fresh examples reach this times "
+                                  "its study's best)", real(1))
 
 
 STORAGE_KINDS = ("local", "http", "emulated")

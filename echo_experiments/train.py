@@ -36,7 +36,7 @@ import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments import optim, parallel, timing, tuning
+from echo_experiments import machine, optim, parallel, timing, tuning
 from echo_experiments.checkpoints import Checkpoints
 from echo_experiments.checkpoints import exist as checkpoints_exist
 from echo_experiments.config import ConfigError, Placement
@@ -270,7 +270,14 @@ def _summary_head(cfg: DictConfig) -> dict[str, Any]:
         "study": cfg.tuning.study,
         "trial": cfg.tuning.trial,
         "tuning_seed": int(cfg.tuning.seed) if in_study else None,
+        "machine": machine.describe(),
     }
+
+
+def _per_fresh(to_target: Optional[dict[str, Any]], examples_trained: int, fresh: int) -> Optional[float]:
+    if to_target is not None:
+        examples_trained, fresh = to_target["examples_trained_to_target"], to_target["fresh_examples_to_target"]
+    return examples_trained / fresh if fresh else None
 
 
 @dataclass
@@ -469,13 +476,16 @@ class Trainer:
         elif loop.to_target is None and self.workload.has_reached_target(metrics):
             loop.status = "reached_target"
             loop.to_target = {"fresh_examples_to_target": count, "steps_to_target": step,
+                              "examples_trained_to_target": step * self.batch_size,
                               "seconds_to_target": elapsed_s - loop.checkpoint_s}
             log.info("reached %s %s %s at step %d with %d fresh examples", target.metric,
                      ">=" if target.mode == "max" else "<=", target.value, step, count)
             loop.stop = self.t.stop_at_target
         elif loop.to_target is None and self.prune is not None:
             best = self.prune()
-            if best is not None and count >= best:  # it could reach the target only past the study's best
+            # It could reach the target only past the study's best (times the margin, which keeps more draws
+            # informative for the paired comparison at the price of the fresh examples trained past the best).
+            if best is not None and count >= best * float(self.cfg.tuning.prune_margin):
                 loop.status, loop.stop = "pruned", True
                 log.info("pruned at %d fresh examples: this study's best trial reached the target with %d", count,
                          best)
@@ -501,7 +511,10 @@ class Trainer:
             "devices": self.mesh.devices,
             "precision": self.t.precision,
             **(loop.to_target or {"fresh_examples_to_target": None, "steps_to_target": None,
-                                  "seconds_to_target": None}),
+                                  "examples_trained_to_target": None, "seconds_to_target": None}),
+            # Examples trained per fresh example at the target (else at the end): the factor the run really
+            # echoed at, which a buffer that fills for most of the run can hold far below its nominal one.
+            "effective_echo_factor": _per_fresh(loop.to_target, step * self.batch_size, count),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
             **timing_facts,
         }
