@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from typing import Optional
 
 import jax
@@ -26,7 +27,9 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from echo_experiments import optim
-from echo_experiments.cli import check_command_line, compose_all, fail
+from echo_experiments.data.placement import NO_ECHO, EchoSpec, Placement
+from echo_experiments.cli import fail
+from echo_experiments.compose import compose_all
 from echo_experiments.data import stream
 from echo_experiments.data.echo import CHUNK, FreshCounter, echo
 from echo_experiments.data.sources import data_dir
@@ -34,6 +37,8 @@ from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.runs import RunDir
 from echo_experiments.train import DTYPES, fit, initial_state, make_train_step, use_compilation_cache
+from echo_experiments.specs import PipelineSpec, RunSpec
+from echo_experiments.sweep import check_command_line
 from echo_experiments.tuning import run_config
 from echo_experiments.workloads import make
 
@@ -45,8 +50,8 @@ SLOW = {"kind": "emulated", "latency_ms": 10.0, "parallel_reads": 4}
 def delivery(cfg, workload, store, placement: str, factor: float, batches: int) -> tuple[float, float]:
     """(delivered items/s, fresh items/s) of the pipeline alone in its steady state: after the shuffle
     buffer has filled and the batches that piled up in the prefetch buffers meanwhile are drained."""
-    echo_cfg = stream.Echo(placement, factor, shuffle_buffer=0)
-    delivered_batches = stream.build(workload, cfg, store=store, echo_cfg=echo_cfg).as_numpy_iterator()
+    pipeline = replace(PipelineSpec.from_config(cfg), echo=EchoSpec(Placement(placement), factor, shuffle_buffer=0))
+    delivered_batches = stream.build(workload, pipeline, store=store).as_numpy_iterator()
     for _ in range(max(10, batches // 3)):
         next(delivered_batches)
     counter = FreshCounter()
@@ -59,9 +64,10 @@ def delivery(cfg, workload, store, placement: str, factor: float, batches: int) 
     return delivered / seconds, counter.count / seconds
 
 
-def _cached_batches(cfg, workload, echo_cfg) -> dict[str, np.ndarray]:
+def _cached_batches(cfg, workload, echo_spec: EchoSpec) -> dict[str, np.ndarray]:
     """The pipeline's first 32 batches, stacked: [32, batch, ...] per key."""
-    cached = list(itertools.islice(stream.build(workload, cfg, echo_cfg=echo_cfg).as_numpy_iterator(), 32))
+    pipeline = replace(PipelineSpec.from_config(cfg), echo=echo_spec)
+    cached = list(itertools.islice(stream.build(workload, pipeline).as_numpy_iterator(), 32))
     return {k: np.stack([b[k] for b in cached]) for k in cached[0]}
 
 
@@ -102,7 +108,7 @@ def echo_stage_table(cfg, workload, repeats: int, plain_local_items_per_s: float
     """The echo stage's own cost per delivered item: delivering N items through the echo stage from memory
     minus delivering N items from memory without it, over N. Beside it the paper's one-dataset-per-element
     idiom (flat_map), which the chunked stage replaces."""
-    stacked = _cached_batches(cfg, workload, stream.NO_ECHO)
+    stacked = _cached_batches(cfg, workload, NO_ECHO)
     batch_size = stacked["read_id"].shape[1]
     examples = {k: v.reshape((-1,) + v.shape[2:]) for k, v in stacked.items()}
     # What each echo point repeats: single examples (E1, E2) or whole batches (E3), chunked as the pipeline does.
@@ -127,19 +133,21 @@ def echo_stage_table(cfg, workload, repeats: int, plain_local_items_per_s: float
 
 
 def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
-    batches = tf.data.Dataset.from_tensor_slices(_cached_batches(cfg, workload, cfg.echo)).repeat()
+    cached = _cached_batches(cfg, workload, EchoSpec.from_config(cfg.echo))
+    batches = tf.data.Dataset.from_tensor_slices(cached).repeat()
     run_cfg = OmegaConf.merge(cfg, {"trainer": {"max_steps": steps, "eval_every_fresh_examples": 10**12,
                                                 "profile_batches": 0, "progress": False, "stop_at_target": False,
                                                 "checkpoint_every_seconds": 0}})
-    tx = optim.optimizer(cfg.optimizer)
+    spec = RunSpec.from_config(run_cfg)
+    tx = optim.optimizer(spec.optimizer)
     # Compiled as the trainer compiles it, donated state included; the learning rate at the schedule's start.
-    step = jax.jit(make_train_step(workload, tx, optim.schedule(cfg.optimizer, cfg.trainer), workload.compute_dtype),
+    step = jax.jit(make_train_step(workload, tx, optim.schedule(spec.schedule), workload.compute_dtype),
                    donate_argnums=0)
     position = np.int32(0)
     runner, bare = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
-            summary = fit(run_cfg, workload, RunDir(out), batches)
+            summary = fit(spec, workload, RunDir(out), batches)
         runner.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
         state = initial_state(workload, tx, int(cfg.seed), None)  # anew each repeat: the step donates it
         stream = batches.as_numpy_iterator()

@@ -46,9 +46,9 @@ class InputHandler(ocp.CheckpointHandler):
     def save(self, directory: epath.Path, args: "InputSave") -> None:
         # tf.train.Checkpoint.write ends with context.async_wait(), which syncs every eager executor in the
         # process while the input pipeline's threads go on running py_function calls (emulated and HTTP
-        # storage, the tokenizer). Once, a test run aborted inside that sync (Fatal Python error: Aborted in
-        # sync_executors, a py_function mid-call in another thread). Nothing here runs eager ops
-        # asynchronously, so the wait has nothing to wait for: TensorFlow's own switch skips it.
+        # storage, the tokenizer), and that sync can abort the process (sync_executors with a py_function
+        # mid-call in another thread). Nothing here runs eager ops asynchronously, so the wait has nothing to
+        # wait for: TensorFlow's own switch skips it.
         os.environ[SKIP_ASYNC_WAIT] = "True"
         folder = epath.Path(directory) / f"process_{jax.process_index()}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,8 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
+from echo_experiments.record import RunRecord
+
 TB = "tb"
 # Row keys that are bookkeeping, not curves.
 _NOT_CURVES = {"step", "fresh_examples", "examples_trained", "learning_rate", "train_loss"}
@@ -66,15 +68,17 @@ class Events:
                     tf.summary.scalar(f"by_fresh/{name}", value, step=fresh)
         self.writer.flush()
 
-    def outcome(self, summary: dict[str, Any]) -> None:
+    def outcome(self, record: RunRecord) -> None:
         """The run's outcome, once, at its last step: what a sweep is sorted and filtered by."""
-        facts = {"reached_target": float(summary.get("status") == "reached_target"),
-                 **{k: v for k, v in summary.items() if k.endswith(("_to_target", "_s", "_fraction", "ratio"))}}
+        summary = record.to_json()
+        facts = {"reached_target": float(record.reached),
+                 **{k: v for k, v in summary.items()
+                    if k.endswith(("_to_target", "_s", "_fraction", "ratio")) or k == "effective_echo_factor"}}
         with self.writer.as_default():
             for name, value in facts.items():
                 if _number(value):
-                    tf.summary.scalar(f"outcome/{name}", value, step=int(summary.get("steps") or 0))
-            tf.summary.text("outcome/status", str(summary.get("status")), step=int(summary.get("steps") or 0))
+                    tf.summary.scalar(f"outcome/{name}", value, step=record.steps)
+            tf.summary.text("outcome/status", record.status, step=record.steps)
         self.writer.flush()
 
     def close(self) -> None:

@@ -46,10 +46,10 @@ def describe() -> dict[str, Any]:
     flags = set((info.get("flags") or info.get("Features") or "").split())
     model = info.get("model name") or platform.processor() or platform.machine()
     ids = "/".join(info.get(k, "?") for k in ("cpu family", "model", "stepping"))
-    features = [f for f in VECTOR_FEATURES if f in flags]
+    features = " ".join(f for f in VECTOR_FEATURES if f in flags) or "no vector flags"
     return {
         "host": socket.gethostname(),
-        "cpu": f"{model} ({platform.machine()}, family/model/stepping {ids}; {' '.join(features) or 'no vector flags'})",
+        "cpu": f"{model} ({platform.machine()}, family/model/stepping {ids}; {features})",
         "cores": os.cpu_count(),
         "versions": {"python": platform.python_version(),
                      **{p: v for p in PACKAGES if (v := _version(p)) is not None}},

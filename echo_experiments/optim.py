@@ -19,7 +19,9 @@ from typing import Any, Callable
 import jax
 import optax
 
-FRESH_EXAMPLES, STEPS = "fresh_examples", "steps"
+from echo_experiments.specs import FRESH_EXAMPLES, STEPS, OptimizerSpec, ScheduleSpec
+
+__all__ = ["FRESH_EXAMPLES", "STEPS", "Schedule", "learning_rate", "optimizer", "schedule", "with_learning_rate"]
 
 
 @dataclass(frozen=True)
@@ -33,41 +35,29 @@ class Schedule:
         return self.rate(position)
 
 
-def in_steps(cfg: Any) -> bool:
-    """Whether the schedule is given in steps: any of the step keys is set."""
-    return cfg.warmup_steps is not None or cfg.decay_steps is not None or bool(cfg.decay_boundaries_steps)
-
-
-def schedule(cfg: Any, trainer: Any) -> Schedule:
-    """The schedule an ``optimizer`` config describes; a linear decay with no length of its own decays over
-    the run's budget (``trainer.max_fresh_examples``, or ``trainer.max_steps`` for a schedule in steps)."""
-    lr = float(cfg.learning_rate)
-    if in_steps(cfg):
-        unit, warmup, decay, boundaries = STEPS, cfg.warmup_steps or 0, cfg.decay_steps, cfg.decay_boundaries_steps
-        decay = decay or trainer.max_steps
-    else:
-        unit, warmup, boundaries = FRESH_EXAMPLES, cfg.warmup_fresh_examples, cfg.decay_boundaries_fresh_examples
-        decay = cfg.decay_fresh_examples or trainer.max_fresh_examples
-    if cfg.schedule == "linear_decay":
-        main = optax.linear_schedule(lr, lr * float(cfg.final_fraction), int(decay))
-    elif cfg.schedule == "piecewise_exponential":
+def schedule(spec: ScheduleSpec) -> Schedule:
+    """The schedule a spec describes (its decay length already the budget where none was given)."""
+    lr = spec.learning_rate
+    if spec.kind == "linear_decay":
+        main = optax.linear_schedule(lr, lr * spec.final_fraction, int(spec.decay))
+    elif spec.kind == "piecewise_exponential":
         # Boundaries count from the end of the warmup, like the decay of linear_decay.
-        main = optax.piecewise_constant_schedule(lr, {int(b): float(cfg.decay_factor) for b in boundaries})
+        main = optax.piecewise_constant_schedule(lr, {b: spec.decay_factor for b in spec.boundaries})
     else:
         main = optax.constant_schedule(lr)
-    if warmup:
-        main = optax.join_schedules([optax.linear_schedule(0.0, lr, int(warmup)), main], [int(warmup)])
-    return Schedule(main, unit)
+    if spec.warmup:
+        main = optax.join_schedules([optax.linear_schedule(0.0, lr, spec.warmup), main], [spec.warmup])
+    return Schedule(main, spec.unit)
 
 
-def optimizer(cfg: Any) -> optax.GradientTransformation:
+def optimizer(spec: OptimizerSpec) -> optax.GradientTransformation:
     """SGD with (Nesterov) momentum; L2 weight decay on weight matrices and kernels, not biases or norms.
 
     The learning rate is a hyperparameter in the optimizer's state (optax.inject_hyperparams): the train step
     sets it from the schedule at the run's position (:func:`with_learning_rate`) before each update."""
-    momentum = float(cfg.momentum) or None
-    nesterov = bool(cfg.nesterov) and momentum is not None
-    weight_decay = float(cfg.weight_decay)
+    momentum = spec.momentum or None
+    nesterov = spec.nesterov and momentum is not None
+    weight_decay = spec.weight_decay
 
     def sgd(learning_rate: Any) -> optax.GradientTransformation:
         tx = optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)

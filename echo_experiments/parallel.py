@@ -8,14 +8,15 @@ the fresh-example counts are summed across processes.
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from echo_experiments.config import ConfigError
+from echo_experiments.schema import ConfigError
 from echo_experiments.data.stream import Host
+from echo_experiments.private_api import wait_at_barrier
+from echo_experiments.specs import ParallelSpec
 
 
 @dataclass(frozen=True)
@@ -51,14 +52,9 @@ class Parallel:
         return jax.device_put(np.int32(value), self.replicated)
 
     def barrier(self, name: str, timeout_s: float) -> None:
-        """Wait until every process gets here (at most ``timeout_s``). The CPU collectives (gloo) give a peer
-        only 30 s to join the first collective, which one process's compilation can exceed on a loaded
-        machine; the distributed runtime's own barrier waits as long as we allow. (JAX exposes it only on its
-        internal client, as its own multi-process tests use it.)"""
+        """Wait until every process gets here (at most ``timeout_s``; see private_api.wait_at_barrier)."""
         if self.host.count > 1:
-            from jax._src import distributed
-
-            distributed.global_state.client.wait_at_barrier(name, timeout_in_ms=int(timeout_s * 1000))
+            wait_at_barrier(name, timeout_s)
 
     def total(self, count: int) -> int:
         """A per-process count summed over the processes."""
@@ -72,17 +68,17 @@ class Parallel:
 _initialized = False
 
 
-def setup(trainer: Any, batch_size: int) -> Parallel:
+def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
     """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
     global _initialized
-    if trainer.distributed and not _initialized:
+    if spec.distributed and not _initialized:
         # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        timeout = int(trainer.distributed_timeout_s)
-        jax.distributed.initialize(trainer.coordinator_address, trainer.num_processes, trainer.process_id,
+        timeout = spec.timeout_s
+        jax.distributed.initialize(spec.coordinator_address, spec.num_processes, spec.process_id,
                                    initialization_timeout=timeout, heartbeat_timeout_seconds=timeout)
         _initialized = True
-    devices = jax.devices() if trainer.data_parallel else jax.local_devices()[:1]
+    devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]
     if batch_size % len(devices):
         raise ConfigError("workload.batch_size", batch_size,
                           f"a multiple of the {len(devices)} devices it is split over (or trainer.data_parallel=false)")

@@ -6,8 +6,10 @@ import sys
 import tempfile
 from typing import Optional
 
-from echo_experiments.cli import check_command_line, compose_all, fail
-from echo_experiments.config import ConfigError
+from echo_experiments.cli import fail
+from echo_experiments.compose import compose_all
+from echo_experiments.sweep import check_command_line
+from echo_experiments.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
 from echo_experiments.timing import Timing
 from echo_experiments.train import run
@@ -33,12 +35,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             summary = run(cfg, out)
         except (ConfigError, DataMissing) as e:
             fail(str(e))
-    timing = Timing(summary["upstream_s_per_batch"], summary["downstream_s_per_step"])
+    timing = Timing(summary.upstream_s_per_batch, summary.downstream_s_per_step)
     print(f"upstream    {timing.upstream_s_per_batch:.4f} s per batch (input pipeline alone, no echoing)")
     print(f"downstream  {timing.downstream_s_per_step:.4f} s per step (train step on a cached batch)")
     print(f"R           {timing.ratio:.2f}")
-    print(f"idle        {summary['accelerator_idle_fraction']:.2f} of a {summary['steps']}-step run's training "
-          f"time was not spent in train steps (after {summary['startup_s']:.1f} s to the first batch)")
+    print(f"idle        {summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training "
+          f"time was not spent in train steps (after {summary.startup_s:.1f} s to the first batch)")
     print(f"recommended echo factor: {timing.recommended_echo_factor():g} (the largest e <= R)")
     return 0
 

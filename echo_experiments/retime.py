@@ -23,7 +23,8 @@ import yaml
 
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
-from echo_experiments.runs import SUMMARY, read_summary
+from echo_experiments.record import RecordError, RunRecord
+from echo_experiments.runs import SUMMARY
 from echo_experiments.timing import OtherWork
 
 TIMED = "timed"
@@ -54,18 +55,25 @@ def _job_overrides(job: Path) -> list[str]:
     return [str(o) for o in overrides]
 
 
-def _line(name: str, timed: dict, tuned: dict) -> str:
-    fresh, tuned_fresh = timed.get("fresh_examples_to_target"), tuned.get("fresh_examples_to_target")
-    text = (f"timed {name}: {timed.get('status')}, {fresh} fresh examples to target (its tuning run: {tuned_fresh}), "
-            f"{timed.get('seconds_to_target') or float('nan'):.1f} s to target, "
-            f"other processes kept {timed.get('other_cores') or 0.0:.2f} cores busy")
+def _record(path: Path) -> Optional[RunRecord]:
+    try:
+        return RunRecord.read(path)
+    except RecordError:
+        return None
+
+
+def _line(name: str, timed: RunRecord, tuned: Optional[RunRecord]) -> str:
+    fresh, tuned_fresh = timed.fresh_examples_to_target, tuned.fresh_examples_to_target if tuned else None
+    text = (f"timed {name}: {timed.status}, {fresh} fresh examples to target (its tuning run: {tuned_fresh}), "
+            f"{timed.seconds_to_target or float('nan'):.1f} s to target, "
+            f"other processes kept {timed.other_cores or 0.0:.2f} cores busy")
     if fresh != tuned_fresh:
         text += "; the fresh examples differ from the tuning run's: the stream was not the same, so this timing is " \
                 "not of the tuned trial"
-    if timed.get("other_cores") is None:
+    if timed.other_cores is None:
         text += "; it recorded nothing of other work, so it is not known to be alone and does not count " \
                 "(--redo-shared)"
-    elif not tables.was_alone(timed["other_cores"]):
+    elif not tables.was_alone(timed.other_cores):
         text += f"; above {tables.SHARED_CORES:g}, so it shared the machine and does not count (--redo-shared)"
     return text
 
@@ -110,8 +118,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     todo = []
     for name in names:
-        timed = read_summary(args.sweep / TIMED / name / SUMMARY)
-        if timed is None or (args.redo_shared and not tables.was_alone(timed.get("other_cores"))):
+        timed = _record(args.sweep / TIMED / name / SUMMARY)
+        if timed is None or (args.redo_shared and not tables.was_alone(timed.other_cores)):
             todo.append(name)
     print(f"{len(names)} best trials in {args.sweep}; {len(names) - len(todo)} timed already, {len(todo)} to time"
           + "".join(f"\n  {n}" for n in todo))
@@ -122,6 +130,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return _time_all(args.sweep, todo, overrides, args.timeout_min)
+
+
+def _time_all(sweep: Path, todo: list[str], overrides: dict[str, list[str]], timeout_min: float) -> int:
+    """Time each trial in ``todo`` alone, one after another, into SWEEP/timed/<job folder>."""
     watch = OtherWork()
     time.sleep(IDLE_CHECK_S)
     busy = watch.seconds() / IDLE_CHECK_S
@@ -130,23 +143,27 @@ def main(argv: Optional[list[str]] = None) -> int:
               file=sys.stderr)
     began = time.time()
     for i, name in enumerate(todo, 1):
-        out = args.sweep / TIMED / name
+        out = sweep / TIMED / name
         # Quoted: job folders are named by their overrides (key=value,key=value), which would parse as a sweep.
         quoted = str(out).replace("\\", "\\\\").replace("'", "\\'")
         command = [sys.executable, "-m", "echo_experiments", *overrides[name], f"hydra.run.dir='{quoted}'"]
         if (out / SUMMARY).exists():  # a timing that shared the machine: its run is made again from the start
             command.append("trainer.restart=true")
-        code = _run(command, args.timeout_min * 60)
+        code = _run(command, timeout_min * 60)
         if code is None:
-            print(f"error: timing {name} took more than {args.timeout_min:g} min and was stopped", file=sys.stderr)
+            print(f"error: timing {name} took more than {timeout_min:g} min and was stopped", file=sys.stderr)
             return 1
         if code != 0:  # the run's own error is above; a signal's 128 + n is passed on
             print(f"error: timing {name} ended with status {code}; run the same command again to time it and the "
                   "rest", file=sys.stderr)
             return code
-        print(_line(name, read_summary(out / SUMMARY) or {}, read_summary(args.sweep / name / SUMMARY) or {}))
+        timed = _record(out / SUMMARY)
+        if timed is None:
+            print(f"error: timing {name} wrote no readable summary.json in {out}", file=sys.stderr)
+            return 1
+        print(_line(name, timed, _record(sweep / name / SUMMARY)))
         left = (len(todo) - i) * (time.time() - began) / i
-        print(f"retime {args.sweep}: {i} of {len(todo)} timed, about {left / 60:.0f} min left", flush=True)
+        print(f"retime {sweep}: {i} of {len(todo)} timed, about {left / 60:.0f} min left", flush=True)
     return 0
 
 

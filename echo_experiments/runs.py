@@ -1,12 +1,18 @@
-"""Run directories: the contract between the trainer, the tuner and the reporter.
+"""Run directories, the contract between the trainer, the tuner and the reporter, and their lifecycle.
 
     config.yaml     the fully resolved config
     metrics.jsonl   one JSON object per evaluation, flushed as written (a killed run keeps them)
-    summary.json    written once, atomically, when the run ends; its absence marks an interrupted run
+    summary.json    the run record (record.py), written once, atomically, when the run ends; its absence marks
+                    an interrupted run
+    checkpoints/    Orbax checkpoints of an unfinished run (checkpoints.py); tb/ its TensorBoard event files
+
+One process holds a run directory at a time (:meth:`RunDir.hold`). :meth:`RunDir.begin` decides what a
+start means: a complete run is left alone, an interrupted or failed one resumes, one made with another config
+is refused, and ``trainer.restart=true`` starts over.
 """
 
 import json
-import math
+import logging
 import os
 import shutil
 import socket
@@ -18,13 +24,17 @@ from typing import Any, Iterator, Optional
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
+from echo_experiments.schema import ConfigError
+from echo_experiments.record import RecordError, RunRecord, Target, jsonable, metric_rows, row_problem
+
+log = logging.getLogger(__name__)
+
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 LOCK, HOLDER = ".lock", ".lock.holder"
 # Keys that say how to run, not what: a rerun may change them without making the run another config. A run
 # resumed from a checkpoint goes on as if never stopped, so how often it checkpoints changes no result.
 HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_seconds",
               "trainer.checkpoint_every_steps")
-STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
 STUDY = CONDITION + ("tuning_seed", "study")
@@ -51,17 +61,6 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _jsonable(value: Any) -> Any:
-    """Floats that JSON cannot hold (nan, inf) become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 class RunDir:
@@ -104,64 +103,103 @@ class RunDir:
         (self.path / METRICS).unlink(missing_ok=True)
 
     def keep_metrics_until(self, step: int) -> None:
-        """Drop the rows written after ``step`` (a run resuming from its checkpoint there writes them again)."""
-        rows = [r for r in self.metrics() if r["step"] <= step]
-        write_atomic(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in rows))
+        """Drop the rows written after ``step`` (a run resuming from its checkpoint there writes them again), and
+        any damaged line (a write cut short), with a warning naming it."""
+        rows, path = [], self.path / METRICS
+        lines = path.read_text().splitlines() if path.exists() else []
+        for i, line in enumerate(lines, 1):
+            try:
+                row = json.loads(line) if line.strip() else None
+            except ValueError:
+                row = line
+            if row is None:
+                continue
+            if row_problem(row):
+                log.warning("%s line %d is damaged (%s) and is dropped", path, i, row_problem(row))
+            elif row["step"] <= step:
+                rows.append(row)
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         with open(self.path / METRICS, "a") as f:
-            f.write(json.dumps(_jsonable(row)) + "\n")
+            f.write(json.dumps(jsonable(row)) + "\n")
             f.flush()
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        if summary.get("status") not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {summary.get('status')!r}")
-        write_atomic(self.path / SUMMARY, json.dumps(_jsonable(summary), indent=2) + "\n")
+    def write_summary(self, record: RunRecord) -> None:
+        write_atomic(self.path / SUMMARY, json.dumps(record.to_json(), indent=2) + "\n")
 
     def differences(self, cfg: DictConfig) -> list[str]:
         """The dotted keys at which this run's stored config differs from ``cfg`` ([] if none is stored).
 
         Keys the stored config lacks do not count: they were added to the schema after the run was made,
-        and their defaults keep the behaviour the run had."""
+        and their defaults keep the behaviour the run had. ConfigError when the stored config is damaged."""
         path = self.path / CONFIG
         if not path.exists():
             return []
-        stored = OmegaConf.to_container(OmegaConf.load(path))
+        try:
+            stored = OmegaConf.to_container(OmegaConf.load(path))
+        except Exception as e:  # noqa: BLE001 - OmegaConf raises YAML's errors, and its own
+            raise self._damaged(CONFIG, e) from None
+        if not isinstance(stored, dict):
+            raise self._damaged(CONFIG, "not a mapping")
         return [k for k in _diff(stored, OmegaConf.to_container(cfg, resolve=True)) if k not in HOW_TO_RUN]
 
-    def summary(self) -> Optional[dict[str, Any]]:
-        path = self.path / SUMMARY
-        return json.loads(path.read_text()) if path.exists() else None
+    def _damaged(self, name: str, why: Any) -> ConfigError:
+        first = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+        return ConfigError("hydra.run.dir", str(self.path), "", (
+            f"{self.path / name} is damaged ({first}): add trainer.restart=true to run this run again from the "
+            f"start, or remove {name} to keep its checkpoints"))
+
+    def record(self) -> Optional[RunRecord]:
+        """The run's record, None while it has none (not finished); ConfigError when summary.json is damaged."""
+        if not (self.path / SUMMARY).exists():
+            return None
+        try:
+            return RunRecord.read(self.path / SUMMARY)
+        except RecordError as e:
+            raise self._damaged(SUMMARY, e) from None
 
     def metrics(self) -> Iterator[dict[str, Any]]:
-        path = self.path / METRICS
-        if path.exists():
-            with open(path) as f:
-                for line in f:
-                    if line.strip():
-                        yield json.loads(line)
+        """metrics.jsonl's rows (checked: RecordError names a damaged line)."""
+        return metric_rows(self.path / METRICS)
+
+    def begin(self, cfg: DictConfig, has_checkpoint: bool, writer: bool = True) -> Optional[RunRecord]:
+        """Decide what starting ``cfg`` here means: the record of a complete run (nothing to do), or None (train,
+        resuming from a checkpoint if there is one). A failed attempt is no outcome: it resumes. ConfigError
+        when the directory holds a run of another config. ``writer``: this process writes the directory."""
+        if cfg.trainer.restart and writer:
+            self.clear()
+            has_checkpoint = False
+        changed = self.differences(cfg)
+        done = self.record()
+        if done is not None and done.status == "failed":
+            log.warning("%s failed before (%s); resuming from its last checkpoint (trainer.restart=true starts over)",
+                        self.path, done.error)
+            if writer:
+                (self.path / SUMMARY).unlink(missing_ok=True)
+            done = None
+        if changed and (done is not None or has_checkpoint):
+            # A rerun sweep finishes what is missing; it never mixes two configs in one directory.
+            raise ConfigError("hydra.run.dir", str(self.path), "", (
+                f"{self.path} already holds a run with another config (it differs at {', '.join(changed[:5])}): "
+                "choose another hydra.run.dir or hydra.sweep.dir, or add trainer.restart=true to start this one over"))
+        if done is not None:
+            log.info("%s is complete (%s); not run again (trainer.restart=true runs it again)", self.path, done.status)
+        return done
 
 
-def read_summary(path: Path) -> Optional[dict[str, Any]]:
-    """A summary.json's content, or None when it is missing or unreadable (being written, or broken)."""
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
-
-
-def study_best(sweep_dir: Path, trial: dict[str, Any]) -> Optional[int]:
-    """The fewest fresh examples to target among the finished trials of ``trial``'s study in ``sweep_dir``
-    (its sibling run directories): same condition, study and target. None before any reached it."""
+def study_best(sweep_dir: Path, condition: dict[str, Any], target: Target) -> Optional[int]:
+    """The fewest fresh examples to target among the finished trials of a study in ``sweep_dir`` (the sibling
+    run directories of a trial): the same ``condition`` (its STUDY keys) and target. None before any reached it."""
     best = None
     for path in Path(sweep_dir).glob(f"*/{SUMMARY}"):
-        other = read_summary(path)
-        if (other and other.get("status") == "reached_target" and other.get("target") == trial["target"]
-                and all(other.get(k) == trial[k] for k in STUDY)):
-            fresh = other.get("fresh_examples_to_target")
-            if isinstance(fresh, int) and (best is None or fresh < best):
-                best = fresh
+        try:
+            other = RunRecord.read(path)
+        except RecordError:  # being written, or damaged: it is no finished trial
+            continue
+        if (other.reached and other.target == target and all(getattr(other, k) == condition[k] for k in STUDY)
+                and (best is None or other.fresh_examples_to_target < best)):
+            best = other.fresh_examples_to_target
     return best
 
 

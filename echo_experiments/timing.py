@@ -25,6 +25,7 @@ import numpy as np
 import psutil
 
 from echo_experiments.data import stream
+from echo_experiments.specs import PipelineSpec
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,10 @@ def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup
     return float(np.median(times))
 
 
-def measure(workload: Any, cfg: Any, store: Any, host: Any, step: Callable, state: Any, n: int) -> Timing:
-    """Both rates for a run's config: its pipeline through ``store`` without echoing, and the compiled step."""
-    batches = stream.build(workload, cfg, store=store, host=host, echo_cfg=stream.NO_ECHO).as_numpy_iterator()
+def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: Callable, state: Any,
+            n: int) -> Timing:
+    """Both rates for a run: its pipeline through ``store`` without echoing, and the compiled step."""
+    batches = stream.build(workload, pipeline.without_echo(), store=store, host=host).as_numpy_iterator()
     up = upstream_s_per_batch(batches, n)
     batch = next(batches)
     batch.pop("read_id")

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from echo_experiments.config import ConfigError, validate
+from echo_experiments.schema import ConfigError
+from echo_experiments.workloads.registry import validate
 
 
 def unit_point(dimensions: int, study: int, trial: int, seed: int, sampler: str) -> np.ndarray:
@@ -25,7 +26,8 @@ def unit_point(dimensions: int, study: int, trial: int, seed: int, sampler: str)
     rng = np.random.default_rng([seed, study])
     engine = (qmc.Halton(dimensions, scramble=True, seed=rng) if sampler == "halton"
               else qmc.Sobol(dimensions, scramble=True, seed=rng))
-    engine.fast_forward(trial)
+    if trial:  # scipy's Sobol fast_forward(0) raises OverflowError
+        engine.fast_forward(trial)
     return engine.random(1)[0]
 
 

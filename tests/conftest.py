@@ -1,13 +1,12 @@
 import os
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-import echo_experiments.config  # noqa: E402,F401  (registers the schema with Hydra's ConfigStore)
+import echo_experiments.workloads.registry  # noqa: E402,F401  (stores the schemas in Hydra's ConfigStore)
 from hydra import compose, initialize_config_module  # noqa: E402
 
 
@@ -36,10 +35,11 @@ def compose_config(*overrides: str):
 def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_size, shuffle_buffer, seed=0):
     """One pass over ``records`` through the training stream (data/stream.py), as a list of NumPy batches."""
     from echo_experiments.data import stream
+    from echo_experiments.data.placement import EchoSpec, Placement
+    from echo_experiments.specs import PipelineSpec
 
-    cfg = SimpleNamespace(seed=seed, workload=SimpleNamespace(batch_size=batch_size, shuffle_buffer=shuffle_buffer),
-                          data=SimpleNamespace(service=None))
-    ds = stream.build(workload, cfg, echo_cfg=stream.Echo(placement, factor, shuffle), records=records, epochs=1)
+    spec = PipelineSpec(batch_size, shuffle_buffer, seed, EchoSpec(Placement(placement), factor, shuffle))
+    ds = stream.build(workload, spec, records=records, epochs=1)
     return list(ds.as_numpy_iterator())
 
 

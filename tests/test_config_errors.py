@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from conftest import compose_config
-from echo_experiments.config import ConfigError, validate
-from echo_experiments.cli import check_command_line
+from echo_experiments.schema import ConfigError
+from echo_experiments.workloads.registry import validate
+from echo_experiments.sweep import check_command_line
 
 CASES = [
     (["echo.factor=0"], "echo.factor=0 is not allowed: a real number >= 1"),
@@ -110,7 +111,7 @@ def test_a_placement_the_workload_has_no_stage_for():
 
 
 def test_the_schema_lists_the_data_sets_whose_statistics_the_image_task_has():
-    from echo_experiments.config import ImageClassificationConfig
+    from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
     from echo_experiments.workloads.image_classification import NORMALIZATION
 
     assert set(ImageClassificationConfig.datasets) == set(NORMALIZATION)

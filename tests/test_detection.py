@@ -133,7 +133,7 @@ def test_loss_is_finite_and_falls_on_real_data(tmp_path):
     # 60 steps: the loss halves by then (about 14.0 at step 20, 6.9 at step 60 for seed 0).
     summary = run(compose_config("workload=ssd_fashion", "trainer.max_steps=60", "workload.eval_examples=100",
                                  "trainer.eval_every_fresh_examples=640", "trainer.profile_batches=0",
-                                 "trainer.progress=false", "workload.target.value=0.99"), tmp_path)
+                                 "trainer.progress=false", "workload.target.value=0.99"), tmp_path).to_json()
     rows = list(RunDir(tmp_path).metrics())
     assert summary["status"] == "not_reached" and len(rows) == 3
     losses = [r["train_loss"] for r in rows]

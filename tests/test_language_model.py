@@ -4,18 +4,16 @@ from collections import Counter
 from types import SimpleNamespace
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import assert_each_read_delivered, compose_config, echoed_batches
-from echo_experiments.data import sources
 from echo_experiments.data.packing import pack
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
-from echo_experiments.config import TransformerConfig
+from echo_experiments.workloads.language_model_schema import TransformerConfig
 from echo_experiments.models.transformer import build
-from echo_experiments.cli import check_command_line
+from echo_experiments.sweep import check_command_line
 from echo_experiments.runs import RunDir
 from echo_experiments.train import run
 from echo_experiments.workloads import make
@@ -123,7 +121,7 @@ def test_a_tiny_model_learns_real_text(tmp_path):
         "workload=transformer_pydocs", "workload.model.d_model=32", "workload.model.mlp_dim=64",
         "workload.text.seq_len=64", "workload.batch_size=16", "workload.eval_examples=128",
         "trainer.max_steps=240", "trainer.eval_every_fresh_examples=960", "trainer.profile_batches=0",
-        "trainer.progress=false"), tmp_path)
+        "trainer.progress=false"), tmp_path).to_json()
     rows = list(RunDir(tmp_path).metrics())
     assert summary["status"] == "not_reached" and len(rows) == 4
     assert rows[-1]["loss"] < 0.85 * rows[0]["loss"]  # nats per byte on held-out documents

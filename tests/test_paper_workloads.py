@@ -9,8 +9,9 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import compose_config
-from echo_experiments.config import ResNetConfig
+from echo_experiments.workloads.image_classification_schema import ResNetConfig
 from echo_experiments.data import stream
+from echo_experiments.specs import PipelineSpec
 from echo_experiments.models import resnet
 from echo_experiments.workloads import make
 
@@ -36,7 +37,7 @@ def test_cifar10_pipeline_and_evaluation(tmp_path):
                          "workload.eval_batch_size=4", "workload.model.depth=8", f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=12):
         workload = make(cfg.workload, tmp_path)
-        batch = next(stream.build(workload, cfg).as_numpy_iterator())
+        batch = next(stream.build(workload, PipelineSpec.from_config(cfg)).as_numpy_iterator())
         params, state = jax.jit(workload.init)(jax.random.PRNGKey(0))
         metrics = workload.evaluate(params, state)
     assert batch["image"].shape == (4, 32, 32, 3) and batch["image"].dtype == np.uint8
@@ -49,7 +50,7 @@ def test_imagenet_pipeline_crops_to_224(tmp_path):
                          f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=4):
         workload = make(cfg.workload, tmp_path)
-        train = next(stream.build(workload, cfg).as_numpy_iterator())
+        train = next(stream.build(workload, PipelineSpec.from_config(cfg)).as_numpy_iterator())
         evaluation = next(workload.eval_batches.as_numpy_iterator())
     assert train["image"].shape == (2, 224, 224, 3) and train["image"].dtype == np.uint8
     assert evaluation["image"].shape == (2, 224, 224, 3)

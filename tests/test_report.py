@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from echo_experiments.report.__main__ import main
-from echo_experiments.runs import RunDir
+from echo_experiments.runs import RunDir, write_atomic
 
 TARGET = {"metric": "accuracy", "value": 0.8, "mode": "max"}
 
@@ -20,13 +20,13 @@ def make_run(root, name, *, workload="w", placement="none", factor=1.0, batch=64
     reached = status == "reached_target"
     run.append_metrics({"step": 1, "fresh_examples": 100, "wall_time_s": 1.0, "accuracy": 0.5})
     run.append_metrics({"step": 2, "fresh_examples": fresh or 2000, "wall_time_s": 2.0, "accuracy": best})
-    run.write_summary({
+    write_atomic(run.path / "summary.json", json.dumps({
         "workload": workload, "placement": placement, "echo_factor": factor, "batch_size": batch,
         "shuffle_buffer": shuffle, "seed": 0, "study": study, "trial": trial, "tuning_seed": 0 if study is not None else None,
         "status": status, "steps": steps or 10, "fresh_examples": fresh or 2000, "wall_time_s": 9.0, "target": target,
         "fresh_examples_to_target": fresh if reached else None, "steps_to_target": steps if reached else None,
         "seconds_to_target": seconds if reached else None, "final_metrics": {},
-        **({} if other_cores is None else {"other_cores": other_cores}), **extra})
+        **({} if other_cores is None else {"other_cores": other_cores}), **extra}))
     return run.path
 
 
@@ -194,14 +194,14 @@ def test_runs_that_cannot_be_counted_are_listed_with_the_reason(report):
     # Paths are relative to the reporter's input, so a committed skipped.csv names no machine's folders.
     assert not any(p.startswith("/") for p in rows.path)
     skipped = dict(zip((p.rsplit("/", 1)[-1] for p in rows.path), rows.reason))
-    assert skipped["interrupted"] == "interrupted: no summary.json"
-    assert skipped["broken"].startswith("malformed summary.json")
-    assert skipped["partial"].startswith("summary.json lacks placement, echo_factor")
-    assert skipped["liar"] == "reached_target without fresh_examples_to_target"
+    assert skipped["interrupted"] == "no summary.json (an interrupted run)"
+    assert skipped["broken"].startswith("summary.json is not JSON")
+    assert skipped["partial"].startswith("summary.json: lacks placement, echo_factor")
+    assert skipped["liar"] == "summary.json: status reached_target without fresh_examples_to_target"
     assert skipped["other_target"].startswith("its target accuracy>=0.5 differs from the other w runs' accuracy>=0.8")
     assert len(skipped) == 5
     text = (report / "report.md").read_text()
-    assert "## Skipped run directories" in text and "interrupted: no summary.json" in text
+    assert "## Skipped run directories" in text and "no summary.json (an interrupted run)" in text
 
 
 def test_report_has_figures_and_tables(report):

@@ -8,13 +8,15 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import FAST, compose_config, metric_rows
 from echo_experiments.events import Events
-from echo_experiments.runs import RunDirInUse
+from echo_experiments.record import RunRecord
+from echo_experiments.runs import RunDir, RunDirInUse
 from echo_experiments.train import Interrupted, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +80,7 @@ def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(t
         holder.wait()
     # The kernel released the killed holder's lock: the lock file it left behind does not block.
     assert (tmp_path / ".lock").exists()
-    assert run(compose_config(*FAST), tmp_path)["status"] == "reached_target"
+    assert run(compose_config(*FAST), tmp_path).status == "reached_target"
 
 
 def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeypatch):
@@ -100,12 +102,12 @@ def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeyp
     assert (failed["status"], failed["error"]) == ("failed", "RuntimeError: disk on fire")
     monkeypatch.setattr(Workload, "evaluate", original)
     resumed = run(cfg, tmp_path)  # from the checkpoint at step 64, not from scratch
-    assert resumed["status"] == "reached_target" and len(metric_rows(tmp_path)) == 10
+    assert resumed.status == "reached_target" and len(metric_rows(tmp_path)) == 10
     first = (tmp_path / "summary.json").stat().st_mtime_ns
     assert run(cfg, tmp_path) == resumed and (tmp_path / "summary.json").stat().st_mtime_ns == first  # complete
     again = run(compose_config(*LONG, "trainer.checkpoint_every_steps=32", "trainer.restart=true"), tmp_path)
     assert (tmp_path / "summary.json").stat().st_mtime_ns != first
-    assert again["fresh_examples_to_target"] == resumed["fresh_examples_to_target"]
+    assert again.fresh_examples_to_target == resumed.fresh_examples_to_target
 
 
 def test_run_files_are_readable_by_the_group_like_any_other_output(tmp_path):
@@ -147,7 +149,7 @@ def test_restore_puts_a_committed_sweep_back_once_and_refuses_a_missing_one(tmp_
 
     missing = _make("restore", f"SWEEP={tmp_path}/no_preset/no_workload")
     assert missing.returncode == 2
-    assert missing.stdout.strip() == "no committed runs in results/no_preset/no_workload/runs"
+    assert missing.stderr.splitlines()[0] == "error: no committed runs in results/no_preset/no_workload/runs"
     for target in ("restore", "archive"):
         usage = _make(target)
         assert usage.returncode == 2
@@ -158,19 +160,21 @@ def test_archive_and_restore_carry_the_timed_runs_of_a_sweep_and_only_complete_r
     """retime writes each study's timed best trial into the sweep's timed/ folder: archived and restored with
     the jobs, in the same place."""
     sweep = tmp_path / "multirun" / "wall_clock_cpu" / "w"
+    record = RunRecord.read(next((ROOT / "results" / "wall_clock_cpu").rglob("summary.json")))
     for job in ("e=1,trial=0", "e=2,trial=1", "timed/e=2,trial=1"):
-        for name in ("config.yaml", "metrics.jsonl", "summary.json"):
-            (sweep / job).mkdir(parents=True, exist_ok=True)
+        RunDir(sweep / job).write_summary(record)
+        for name in ("config.yaml", "metrics.jsonl"):
             (sweep / job / name).write_text(f"{job} {name}\n")
     (sweep / "e=2,trial=0").mkdir()  # interrupted: no summary.json
     (sweep / "e=2,trial=0" / "config.yaml").write_text("seed: 0\n")
-    (sweep / "e=1,trial=1").mkdir()  # failed: no outcome; the sweep's command resumes it from its checkpoint
-    (sweep / "e=1,trial=1" / "summary.json").write_text('{\n  "status": "failed",\n  "error": "ValueError: x"\n}\n')
+    # Failed: no outcome; the sweep's command resumes it from its checkpoint.
+    RunDir(sweep / "e=1,trial=1").write_summary(replace(record, status="failed", error="ValueError: x"))
     results = tmp_path / "results"
     archived = _make("archive", f"SWEEP={sweep}", f"RESULTS={results}")
     committed = results / "wall_clock_cpu" / "w" / "runs"
     assert archived.stdout.strip().splitlines() == [
-        f"3 complete runs -> {committed}", "1 failed runs left out: the sweep's command resumes them"], archived.stderr
+        f"3 complete runs -> {committed}", "1 runs left out:", "  e=1,trial=1 (failed: its command resumes it)"], \
+        archived.stderr
 
     def files(root):
         return {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file()}
@@ -265,7 +269,7 @@ def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, dat
 # time (ten sleeps of 0.05 s: a pause inside one ends it, as it ends a slice of the wait).
 WAITER = """
 import concurrent.futures, sys, threading, time
-from echo_experiments.train import result_within
+from echo_experiments.waits import result_within
 future = concurrent.futures.Future()
 threading.Thread(target=lambda: ([time.sleep(0.05) for _ in range(10)], future.set_result("batch")),
                  daemon=True).start()

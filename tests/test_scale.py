@@ -20,7 +20,8 @@ from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments import optim
 from echo_experiments.data import stream
-from echo_experiments.cli import check_command_line
+from echo_experiments.specs import PipelineSpec, RunSpec
+from echo_experiments.sweep import check_command_line
 from echo_experiments.train import TrainState, make_train_step, run
 from echo_experiments.workloads import make
 
@@ -141,8 +142,8 @@ def test_a_tf_data_service_delivers_the_local_stream_with_exact_fresh_counts(loo
     cfg = compose_config(*SHORT, *echo_args, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0")
     workload = make(cfg.workload, data_dir)
     local_cfg = compose_config(*SHORT, *echo_args)
-    local = stream.build(workload, local_cfg).take(12).as_numpy_iterator()
-    remote = stream.build(workload, cfg).take(12).as_numpy_iterator()
+    local = stream.build(workload, PipelineSpec.from_config(local_cfg)).take(12).as_numpy_iterator()
+    remote = stream.build(workload, PipelineSpec.from_config(cfg)).take(12).as_numpy_iterator()
     local_fresh, remote_fresh = FreshCounter(), FreshCounter()
     for a, b in zip(local, remote, strict=True):
         np.testing.assert_array_equal(a["image"], b["image"])
@@ -156,16 +157,17 @@ def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopb
     summary = run(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0"),
                   tmp_path / "service")
     local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_seconds=0"), tmp_path / "local")
-    assert summary["fresh_examples"] == local_summary["fresh_examples"] == 60 * 16
+    assert summary.fresh_examples == local_summary.fresh_examples == 60 * 16
     assert metric_rows(tmp_path / "service") == metric_rows(tmp_path / "local")
 
 
 def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     cfg = compose_config(*SHORT)
     workload = make(cfg.workload, data_dir)
-    batch = next(stream.build(workload, cfg).as_numpy_iterator())
+    spec = RunSpec.from_config(cfg)
+    batch = next(stream.build(workload, spec.pipeline).as_numpy_iterator())
     batch.pop("read_id")
-    tx, schedule = optim.optimizer(cfg.optimizer), optim.schedule(cfg.optimizer, cfg.trainer)
+    tx, schedule = optim.optimizer(spec.optimizer), optim.schedule(spec.schedule)
     params, model_state = workload.init(jax.random.PRNGKey(0))
     losses = {}
     for name, dtype in (("float32", jnp.float32), ("bfloat16", jnp.bfloat16)):

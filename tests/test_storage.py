@@ -9,7 +9,7 @@ import pytest
 from conftest import compose_config
 from echo_experiments.data import sources
 from echo_experiments.data.storage import LoopbackServer, emulated, http_records, read_cost_s
-from echo_experiments.cli import check_command_line
+from echo_experiments.sweep import check_command_line
 from echo_experiments.runs import RunDir
 from echo_experiments.train import run
 from conftest import FAST
@@ -50,7 +50,7 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
     summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
                                  "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=20",
                                  "trainer.eval_every_fresh_examples=160", "workload.target.value=0.99",
-                                 "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path)
+                                 "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path).to_json()
     assert summary["status"] == "not_reached" and summary["steps"] == 20
     assert summary["fresh_examples"] == 20 * 16  # e=2 before augmentation: 16 fresh per batch of 32
     assert [r["fresh_examples"] for r in RunDir(tmp_path).metrics()] == [160, 320]

@@ -14,8 +14,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import compose_config
-from echo_experiments.config import ConfigError
-from echo_experiments.cli import check_command_line, time_left
+from echo_experiments.schema import ConfigError
+from echo_experiments.sweep import check_command_line, plan, time_left
 from echo_experiments.train import run
 from echo_experiments.tuning import trial_values
 from conftest import FAST
@@ -149,10 +149,10 @@ PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experime
 
 def test_a_sweep_counts_the_jobs_hydra_will_run():
     # Two trials per study instead of the preset's six: each job is composed and checked, at 0.2 s a job.
-    jobs, trials = [], "tuning.trials=2"
-    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials], jobs) is None
-    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "tuning.study=1"], jobs) is None
-    assert check_command_line(["-m", "experiment=placements_e2_cpu", trials, "echo=none,after_batching"], jobs) is None
+    trials = "tuning.trials=2"
+    jobs = [plan(["-m", "experiment=placements_e2_cpu", trials]).jobs,
+            plan(["-m", "experiment=placements_e2_cpu", trials, "tuning.study=1"]).jobs,
+            plan(["-m", "experiment=placements_e2_cpu", trials, "echo=none,after_batching"]).jobs]
     assert jobs == [4 * 3 * 2, 4 * 2, 2 * 3 * 2]
 
 
@@ -160,9 +160,8 @@ def test_a_condition_that_repeats_anothers_runs_is_not_counted():
     # Baseline, example and batch echoing x 4 echo shuffle buffers: the baseline has no echo stage, so its
     # four buffers are one condition (run_key): 12 conditions, 3 repeated. 3 x 11 trials: past
     # MAX_COMBINATIONS, where every condition is still composed (each trial once).
-    jobs, repeats = [], []
-    assert check_command_line(["-m", "experiment=lm_shuffle_buffer_sweep_cpu", "tuning.trials=11"], jobs, repeats) is None
-    assert len(repeats) == 3 and jobs == [(12 - 3) * 3 * 11]
+    sweep = plan(["-m", "experiment=lm_shuffle_buffer_sweep_cpu", "tuning.trials=11"])
+    assert len(sweep.repeats) == 3 and sweep.jobs == (12 - 3) * 3 * 11
 
 
 @pytest.mark.parametrize("preset", PRESETS)

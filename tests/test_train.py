@@ -10,6 +10,7 @@ import yaml
 
 from conftest import FAST, compose_config
 from echo_experiments.runs import RunDir
+from echo_experiments.specs import ScheduleSpec
 from echo_experiments.train import run
 
 SUMMARY_KEYS = {"workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
@@ -18,7 +19,7 @@ SUMMARY_KEYS = {"workload", "placement", "echo_factor", "batch_size", "shuffle_b
 
 
 def train(tmp_path, *overrides):
-    summary = run(compose_config(*FAST, *overrides), tmp_path)
+    summary = run(compose_config(*FAST, *overrides), tmp_path).to_json()
     return summary, list(RunDir(tmp_path).metrics())
 
 
@@ -75,7 +76,8 @@ def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh
     assert summary["fresh_examples"] == 4096 and summary["steps"] == 4096 // fresh_per_step
     assert [r["fresh_examples"] for r in rows] == [1024, 2048, 3072, 4096]
     # The rate each row reports is the schedule's at the position of that row's last step.
-    schedule = optim.schedule(compose_config(*FAST, *args).optimizer, compose_config(*FAST, *args).trainer)
+    cfg = compose_config(*FAST, *args)
+    schedule = optim.schedule(ScheduleSpec.from_config(cfg.optimizer, cfg.trainer))
     assert schedule.unit == "fresh_examples"
     for r in rows:
         assert r["learning_rate"] == pytest.approx(float(schedule(r["fresh_examples"] - fresh_per_step)), rel=1e-6)

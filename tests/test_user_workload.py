@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from echo_experiments.cli import check_command_line
+from echo_experiments.sweep import check_command_line
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SEARCH = "hydra.searchpath=[file://conf]"

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 import tensorflow as tf
 
-from echo_experiments.config import ConfigError
+from echo_experiments.schema import ConfigError
 
 MB = 1e6
 

@@ -13,7 +13,6 @@ the baseline is exactly the plain pipeline. The trainer, the profiler, the bench
 all build their streams with it.
 """
 
-import math
 import socket
 import zlib
 from dataclasses import dataclass
@@ -23,8 +22,10 @@ from urllib.parse import urlparse
 import numpy as np
 import tensorflow as tf
 
-from echo_experiments.config import ConfigError, Placement
+from echo_experiments.schema import ConfigError
 from echo_experiments.data.echo import CHUNK, echo
+from echo_experiments.data.placement import EchoSpec
+from echo_experiments.specs import PipelineSpec
 
 AUTOTUNE = tf.data.AUTOTUNE
 Example = dict[str, tf.Tensor]
@@ -42,70 +43,31 @@ class Host:
     count: int = 1
 
 
-@dataclass(frozen=True)
-class Echo:
-    """An echo stage: ``placement`` (a Placement value), ``factor``, ``shuffle_buffer`` (None = the default)."""
-
-    placement: str = "none"
-    factor: float = 1.0
-    shuffle_buffer: Optional[int] = None
-
-
-NO_ECHO = Echo()
-# The default shuffle after example echoing holds this many batches of copies.
-ECHO_SHUFFLE_BATCHES = 10
-
-
-def echo_shuffle_buffer(echo_cfg: Any, batch_size: int) -> int:
-    """The size of the shuffle right after the echo stage: as configured, else the default rule.
-
-    After example echoing the e copies of an example leave the echo stage one after another; unshuffled
-    they land in one batch, and with a mean loss and batch statistics that copies do not change, that step
-    is the baseline's step at batch B/e, not echoing. A uniform shuffle buffer of S elements sends two
-    copies into the same batch with probability about B/S, so the default S = 10 x ceil(e) x B (ten batches
-    of copies) leaves an example about (e-1)/(10e) < 10% chance of meeting a copy of itself in its batch.
-    Batch echoing repeats whole batches, as in the paper, unshuffled by default. Factor 1: no echo stage."""
-    placement = Placement.of(echo_cfg)
-    if placement is Placement.NONE:
-        return 0
-    if echo_cfg.shuffle_buffer is not None:
-        return int(echo_cfg.shuffle_buffer)
-    if placement.echoes_batches:
-        return 0
-    return ECHO_SHUFFLE_BATCHES * math.ceil(echo_cfg.factor) * int(batch_size)
-
-
 def stage_seed(seed: int, stage: str) -> int:
     """An independent, reproducible seed for one random stage of the pipeline."""
     return int(np.random.SeedSequence([seed, zlib.crc32(stage.encode())]).generate_state(1)[0])
 
 
-def build(workload: Any, cfg: Any, *, store: Any = None, host: Host = Host(), echo_cfg: Any = None,
+def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = Host(),
           records: Optional[tf.data.Dataset] = None, epochs: Optional[int] = None) -> tf.data.Dataset:
     """Training batches, each with the ``read_id`` of every example in it; endless unless ``epochs`` is set.
 
-    ``cfg`` is a run's config (``workload.batch_size``, ``workload.shuffle_buffer``, ``echo``, ``seed``,
-    ``data.service``); ``echo_cfg`` replaces ``cfg.echo`` (the profiler measures the plain pipeline).
     Records come from ``records`` if given, else from ``store`` (the configured storage), else from the
     workload's train source; one epoch of them is re-read every epoch. With several hosts each reads every
     ``host.count``-th example and makes batches of ``batch_size / host.count``; read ids stay unique
     across hosts. With a tf.data service every stage upstream of the echo point runs on its workers.
     """
-    echo_cfg = cfg.echo if echo_cfg is None else echo_cfg
-    placement = Placement.of(echo_cfg)
-    seed = int(cfg.seed)
-    local_batch = int(cfg.workload.batch_size) // host.count
-    service = cfg.data.service
+    stage, seed = spec.echo.stage, spec.seed
+    local_batch = spec.batch_size // host.count
     # A tf.data service takes the stream over right before the echo stage (after batching when there is none),
     # so its workers do all the reading, decoding and augmenting that echoing saves.
-    hand_over = (placement.point or "E3") if service else None
+    hand_over = (stage.point or "E3") if spec.service else None
 
     def point(ds: tf.data.Dataset, name: str, batched: bool = False) -> tf.data.Dataset:
         if hand_over == name:
-            ds = _from_service(ds, service, host, local_batch, batched)
-        if placement.point == name:
-            ds = _echo(ds, echo_cfg.factor, echo_shuffle_buffer(echo_cfg, cfg.workload.batch_size), seed,
-                       chunk=1 if batched else CHUNK)
+            ds = _from_service(ds, spec.service, host, local_batch, batched)
+        if stage.point == name:
+            ds = _echo(ds, spec.echo, spec.echo_shuffle, seed, chunk=1 if batched else CHUNK)
         return ds
 
     if records is None:
@@ -115,7 +77,7 @@ def build(workload: Any, cfg: Any, *, store: Any = None, host: Host = Host(), ec
         ds = ds.shard(host.count, host.index)
     ds = ds.repeat(epochs).enumerate().map(_plain(lambda i, x: {**x, "read_id": i * host.count + host.index}))
     ds = ds.map(_plain(workload.decode), num_parallel_calls=AUTOTUNE)
-    ds = ds.shuffle(int(cfg.workload.shuffle_buffer), seed=stage_seed(seed, "shuffle"))
+    ds = ds.shuffle(spec.shuffle_buffer, seed=stage_seed(seed, "shuffle"))
     ds = point(ds, "E1")
     ds = _augment(ds, workload, seed)
     ds = point(ds, "E2")
@@ -141,9 +103,9 @@ def _augment(ds: tf.data.Dataset, workload: Any, seed: int) -> tf.data.Dataset:
     return ds.enumerate().map(lambda i, x: fn(x, tf.stack([augment_seed, i])), num_parallel_calls=AUTOTUNE)
 
 
-def _echo(ds: tf.data.Dataset, factor: float, shuffle_buffer: int, seed: int, chunk: int) -> tf.data.Dataset:
+def _echo(ds: tf.data.Dataset, spec: EchoSpec, shuffle_buffer: int, seed: int, chunk: int) -> tf.data.Dataset:
     # A batch is already a chunk of examples: batches are echoed one at a time (see echo()).
-    ds = echo(ds, float(factor), stage_seed(seed, "echo"), chunk=chunk)
+    ds = echo(ds, spec.factor, stage_seed(seed, "echo"), chunk=chunk)
     if shuffle_buffer > 0:
         ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
     return ds

@@ -82,7 +82,7 @@ class ImageNetResNet(nn.Module):
 
 
 def build(model_cfg: Any, num_classes: int) -> nn.Module:
-    """The model a workload's ``model`` config (config.ResNetConfig, validated) describes."""
+    """The model a workload's ``model`` config (workloads/image_classification_schema.py, validated) describes."""
     if model_cfg.arch == "resnet_cifar":
         return CifarResNet(depth=model_cfg.depth, width=model_cfg.width or 16, num_classes=num_classes)
     return ImageNetResNet(num_classes=num_classes, width=model_cfg.width or 64)

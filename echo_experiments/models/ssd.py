@@ -165,6 +165,6 @@ class SSD(nn.Module):
 
 
 def build(model_cfg: Any, num_classes: int) -> SSD:
-    """The detector a workload's ``model`` config (config.SSDConfig, validated) describes."""
+    """The detector a workload's ``model`` config (workloads/detection_schema.py, validated) describes."""
     return SSD(num_classes=num_classes, stage_sizes=tuple(model_cfg.stage_sizes), width=model_cfg.width,
                levels=model_cfg.levels, stem_stride=model_cfg.stem_stride)

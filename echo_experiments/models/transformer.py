@@ -82,7 +82,7 @@ class TransformerLM(nn.Module):
 
 
 def build(model_cfg: Any, vocab_size: int, max_len: int) -> TransformerLM:
-    """The model a workload's ``model`` config (config.TransformerConfig, validated) describes."""
+    """The model a workload's ``model`` config (workloads/language_model_schema.py, validated) describes."""
     return TransformerLM(vocab_size=vocab_size, max_len=max_len, d_model=model_cfg.d_model,
                          num_layers=model_cfg.num_layers, num_heads=model_cfg.num_heads, mlp_dim=model_cfg.mlp_dim,
                          dropout=float(model_cfg.dropout), positions=model_cfg.positions,

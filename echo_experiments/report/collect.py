@@ -6,7 +6,6 @@ reason, never silently dropped. A run is named by its path relative to the folde
 (prefixed with that folder's name when several are given), so no table holds a path of the machine.
 """
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +14,14 @@ from typing import Any, Iterable, Iterator
 import pandas as pd
 import yaml
 
-from echo_experiments.runs import CONFIG, METRICS, STATUSES, SUMMARY
+from echo_experiments.record import RecordError, RunRecord, metric_rows
+from echo_experiments.runs import CONFIG, METRICS, SUMMARY
 from echo_experiments.tuning import unit_position
 
-REQUIRED = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
-            "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
-            "steps_to_target", "seconds_to_target")
+# The record's fields a trial row holds, in the columns' order.
+TRIAL_FIELDS = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
+                "status", "steps", "fresh_examples", "wall_time_s", "fresh_examples_to_target", "steps_to_target",
+                "seconds_to_target")
 TIMING = ("upstream_s_per_batch", "downstream_s_per_step", "accelerator_idle_fraction", "other_cores")
 
 
@@ -49,46 +50,12 @@ def run_dirs(paths: Iterable[Path | str]) -> Iterator[tuple[Path, str]]:
     yield from sorted(found.items())
 
 
-def _read_summary(directory: Path) -> dict[str, Any]:
-    """The summary of a complete run; ValueError says why it cannot be counted."""
-    path = directory / SUMMARY
-    if not path.exists():
-        raise ValueError("interrupted: no summary.json")
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"malformed summary.json: {e}") from None
-    if not isinstance(summary, dict):
-        raise ValueError("malformed summary.json: not a JSON object")
-    missing = [k for k in REQUIRED if k not in summary]
-    if missing:
-        raise ValueError(f"summary.json lacks {', '.join(missing)}")
-    if summary["status"] not in STATUSES:
-        raise ValueError(f"unknown status {summary['status']!r}")
-    if summary["status"] == "reached_target" and not _is_number(summary["fresh_examples_to_target"]):
-        raise ValueError("reached_target without fresh_examples_to_target")
-    target = summary["target"]
-    if not (isinstance(target, dict) and {"metric", "value", "mode"} <= set(target)):
-        raise ValueError("summary.json target lacks metric, value, mode")
-    return summary
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _read_metrics(directory: Path) -> list[dict[str, Any]]:
-    path = directory / METRICS
-    if not path.exists():
-        return []
-    rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise ValueError(f"malformed metrics.jsonl line {i}") from None
-    return rows
+def _read(directory: Path) -> tuple[RunRecord, list[dict[str, Any]]]:
+    """The record and metric rows of a complete run; RecordError says why it cannot be counted."""
+    record = RunRecord.read(directory / SUMMARY)
+    if record.status == "failed":
+        raise RecordError(f"failed ({record.error}): its command resumes it")
+    return record, list(metric_rows(directory / METRICS))
 
 
 def _config(directory: Path) -> dict[str, Any] | None:
@@ -131,25 +98,24 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
     trials, curves, skipped, search = [], [], [], []
     for directory, name in run_dirs(paths):
         try:
-            summary = _read_summary(directory)
-            rows = _read_metrics(directory)
-        except ValueError as e:
+            record, rows = _read(directory)
+        except RecordError as e:
             skipped.append(Skipped(name, str(e)))
             continue
-        target = summary["target"]
-        values = [r[target["metric"]] for r in rows if _is_number(r.get(target["metric"]))]
-        best = (max if target["mode"] == "max" else min)(values) if values else math.nan
-        config = _config(directory) if summary["study"] is not None else None
+        target = record.target
+        values = [r[target.metric] for r in rows if r.get(target.metric) is not None]
+        best = (max if target.mode == "max" else min)(values) if values else math.nan
+        config = _config(directory) if record.study is not None else None
         trials.append({
-            **{k: summary[k] for k in REQUIRED if k != "target"},
-            "study_key": _study_key(summary, name), "study_trials": _study_trials(config),
-            "target_metric": target["metric"], "target_value": target["value"], "target_mode": target["mode"],
+            **{k: getattr(record, k) for k in TRIAL_FIELDS},
+            "study_key": _study_key(record, name), "study_trials": _study_trials(config),
+            "target_metric": target.metric, "target_value": target.value, "target_mode": target.mode,
             "best_metric": best,
-            **{k: summary.get(k) for k in TIMING},
+            **{k: getattr(record, k) for k in TIMING},
             "path": name,
         })
         curves += [{"path": name, **r} for r in rows]
-        if summary["study"] is not None:
+        if record.study is not None:
             search += _search(config, name)
     trials, curves = pd.DataFrame(trials), pd.DataFrame(curves)
     trials, off_target = _one_target_per_workload(trials)
@@ -173,8 +139,8 @@ def _one_target_per_workload(trials: pd.DataFrame) -> tuple[pd.DataFrame, list[S
     return trials[keep].reset_index(drop=True), skipped
 
 
-def _study_key(summary: dict[str, Any], name: str) -> str:
+def _study_key(record: RunRecord, name: str) -> str:
     """Trials of one search share a key; a run outside a study is a one-trial study of its own."""
-    if summary["study"] is None:
+    if record.study is None:
         return f"run:{name}"
-    return f"study:{summary.get('tuning_seed', 0)}:{summary['study']}"
+    return f"study:{0 if record.tuning_seed is None else record.tuning_seed}:{record.study}"

@@ -132,12 +132,7 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     since it is not the study's best. n_runs_shared and n_runs_unmeasured count the condition's runs whose
     seconds are not timings (they shared the machine; they recorded nothing of it)."""
     t = trials.assign(trial_id=trial_ids(trials))
-    timing = alone(t)
-    timed = t[timing & (t["status"] == "reached_target")]
-    seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
-    bests = study_bests(trials)
-    keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)
-    bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
+    bests = study_seconds(trials)
     n_shared = shared_runs(t).groupby(CONDITION).size()
     n_unmeasured = t[t["other_cores"].isna()].groupby(CONDITION).size()
     rows = []
@@ -154,11 +149,23 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
         table[column] = [
             _ratio(base[(r.workload, r.batch_size)], getattr(r, value)) if (r.workload, r.batch_size) in base
             else math.nan for r in table.itertuples()]
-    ratio = _upstream_ratio(t[timing])
+    ratio = _upstream_ratio(t[alone(t)])
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
+
+
+def study_seconds(trials: pd.DataFrame) -> pd.DataFrame:
+    """study_bests with each study's ``seconds``: its best trial's seconds to target from a run of it that had
+    the machine to itself (NaN: no such run, untimed; inf: the study never reached the target)."""
+    t = trials.assign(trial_id=trial_ids(trials))
+    timed = t[alone(t) & (t["status"] == "reached_target")]
+    seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
+    bests = study_bests(trials)
+    keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)
+    bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
+    return bests
 
 
 def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:

@@ -23,7 +23,6 @@ by workloads.task_class when a run starts, one line naming what is missing):
 
 import abc
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Optional
 
@@ -33,26 +32,9 @@ import tensorflow as tf
 
 from echo_experiments.config import WorkloadConfig
 from echo_experiments.data import sources, stream
+from echo_experiments.record import Target
 
 Example = dict[str, tf.Tensor]
-
-
-@dataclass(frozen=True)
-class Target:
-    """The out-of-sample value a run must reach: ``metric`` at least (max) or at most (min) ``value``."""
-
-    metric: str
-    value: float
-    mode: str = "max"
-
-    def reached(self, metrics: Mapping[str, float]) -> bool:
-        if self.metric not in metrics:
-            return False
-        got = metrics[self.metric]
-        return got >= self.value if self.mode == "max" else got <= self.value
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "value": self.value, "mode": self.mode}
 
 
 class Workload(abc.ABC):

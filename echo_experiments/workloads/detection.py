@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from echo_experiments import mean_ap
-from echo_experiments.config import DetectionConfig
+from echo_experiments.workloads.detection_schema import DetectionConfig
 from echo_experiments.data import sources
 from echo_experiments.models import ssd
 from echo_experiments.workloads.base import Workload

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.config import ImageClassificationConfig
+from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
 from echo_experiments.models import resnet
 from echo_experiments.workloads.base import Workload
 

@@ -16,7 +16,7 @@ import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.config import LanguageModelConfig
+from echo_experiments.workloads.language_model_schema import LanguageModelConfig
 from echo_experiments.data.packing import pack
 from echo_experiments.data.stream import stage_seed
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer

@@ -1,0 +1,98 @@
+"""``python -m echo_experiments.archive {archive,restore} SWEEP [--results DIR]``: a sweep's runs into the
+committed results and back.
+
+- ``archive``: copy the complete runs of the sweep folder ``SWEEP`` (multirun/<preset>/<workload>, its jobs and
+  those of its timed/ folder) into ``DIR/<preset>/<workload>/runs/``, only the run files the reporter reads
+  (config.yaml, metrics.jsonl, summary.json). A failed run is no outcome (its command resumes it from its
+  checkpoint, which results/ does not keep), a run without a readable record is not complete: both stay out.
+- ``restore``: the reverse, on a machine without the sweep folder (a new one, or after ``make clean``): the
+  sweep's command, run again, then leaves those runs alone and prunes new trials against their bests. A job
+  folder already there is not touched (it may hold an interrupted run with its checkpoints).
+"""
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterator, Optional
+
+from echo_experiments.record import RecordError, RunRecord
+from echo_experiments.runs import CONFIG, METRICS, SUMMARY
+
+RUN_FILES = (CONFIG, METRICS, SUMMARY)
+TIMED = "timed"
+
+
+def committed_runs(sweep: Path, results: Path) -> Path:
+    """Where a sweep folder's runs are committed: results/<preset>/<workload>/runs."""
+    sweep = Path(sweep)
+    return Path(results) / sweep.parent.name / sweep.name / "runs"
+
+
+def jobs(folder: Path) -> Iterator[Path]:
+    """The job folders of a sweep folder (or of its committed copy): its own and those of its timed/ folder."""
+    for parent in (folder, folder / TIMED):
+        if parent.is_dir():
+            yield from sorted(p for p in parent.iterdir() if p.is_dir() and p.name != TIMED)
+
+
+def _copy(source: Path, destination: Path) -> None:
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        if (source / name).exists():
+            shutil.copy2(source / name, destination / name)
+
+
+def archive(sweep: Path, results: Path) -> str:
+    destination = committed_runs(sweep, results)
+    copied, left_out = 0, []
+    for job in jobs(sweep):
+        if not (job / SUMMARY).exists():
+            continue  # interrupted: its command finishes it
+        try:
+            record = RunRecord.read(job / SUMMARY)
+        except RecordError as e:
+            left_out.append(f"{job.relative_to(sweep)} ({e})")
+            continue
+        if record.status == "failed":
+            left_out.append(f"{job.relative_to(sweep)} (failed: its command resumes it)")
+            continue
+        _copy(job, destination / job.relative_to(sweep))
+        copied += 1
+    lines = [f"{copied} complete runs -> {destination}"]
+    lines += [f"{len(left_out)} runs left out:"] + [f"  {line}" for line in left_out] if left_out else []
+    return "\n".join(lines)
+
+
+def restore(sweep: Path, results: Path) -> str:
+    source = committed_runs(sweep, results)
+    if not source.is_dir():
+        raise FileNotFoundError(f"no committed runs in {source}")
+    restored = 0
+    for run in jobs(source):
+        job = sweep / run.relative_to(source)
+        if (run / SUMMARY).exists() and not job.exists():
+            _copy(run, job)
+            restored += 1
+    return f"{restored} committed runs -> {sweep}"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.archive", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("archive", "restore"))
+    parser.add_argument("sweep", type=Path, help="a sweep folder, multirun/<preset>/<workload>")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the committed results (results)")
+    args = parser.parse_args(argv)
+    if args.action == "archive" and not args.sweep.is_dir():
+        print(f"error: no such sweep folder: {args.sweep}", file=sys.stderr)
+        return 2
+    try:
+        print((archive if args.action == "archive" else restore)(args.sweep, args.results))
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

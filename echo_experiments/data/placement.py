@@ -1,0 +1,83 @@
+"""Where the echo stage goes and what it does: :class:`Placement` and :class:`EchoSpec`, the one echo type.
+
+No TensorFlow here: the command line checks placements before anything heavy loads. The transform itself
+is in echo.py, and stream.py puts it at the point a placement names.
+"""
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+class Placement(enum.Enum):
+    """One name per echo point of the paper (data/stream.py draws the pipeline)."""
+
+    NONE = "none"
+    BEFORE_AUGMENTATION = "before_augmentation"
+    AFTER_AUGMENTATION = "after_augmentation"
+    BEFORE_BATCHING = "before_batching"  # the same point as after_augmentation; the name for pipelines without one
+    AFTER_BATCHING = "after_batching"
+
+    @property
+    def point(self) -> Optional[str]:
+        """E1 (before augmentation), E2 (after augmentation = before batching), E3 (after batching)."""
+        return {"before_augmentation": "E1", "after_augmentation": "E2", "before_batching": "E2",
+                "after_batching": "E3"}.get(self.value)
+
+    @property
+    def echoes_batches(self) -> bool:
+        return self is Placement.AFTER_BATCHING
+
+    @classmethod
+    def for_pipeline(cls, augments: bool) -> tuple["Placement", ...]:
+        """The placements a pipeline has: without augmentation there is no before/after augmentation."""
+        if augments:
+            return tuple(cls)
+        return (cls.NONE, cls.BEFORE_BATCHING, cls.AFTER_BATCHING)
+
+
+PLACEMENTS = tuple(p.value for p in Placement)
+# The default shuffle after example echoing holds this many batches of copies (EchoSpec.shuffle_size).
+ECHO_SHUFFLE_BATCHES = 10
+
+
+@dataclass(frozen=True)
+class EchoSpec:
+    """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule)."""
+
+    placement: Placement = Placement.NONE
+    factor: float = 1.0
+    shuffle_buffer: Optional[int] = None
+
+    @classmethod
+    def from_config(cls, echo: Any) -> "EchoSpec":
+        """From an ``echo`` config section (placement, factor, shuffle_buffer)."""
+        buffer = echo.shuffle_buffer
+        return cls(Placement(echo.placement), float(echo.factor), None if buffer is None else int(buffer))
+
+    @property
+    def stage(self) -> Placement:
+        """The echo stage the pipeline gets: none at factor 1, whatever the placement (so no echo shuffle)."""
+        return self.placement if self.factor != 1 else Placement.NONE
+
+    def shuffle_size(self, batch_size: int) -> int:
+        """The size of the shuffle right after the echo stage: as configured, else the default rule.
+
+        After example echoing the e copies of an example leave the echo stage one after another; unshuffled
+        they land in one batch, and with a mean loss and batch statistics that copies do not change, that
+        step is the baseline's step at batch B/e, not echoing. A uniform shuffle buffer of S elements sends
+        two copies into the same batch with probability about B/S, so the default S = 10 x ceil(e) x B (ten
+        batches of copies) leaves an example about (e-1)/(10e) < 10% chance of meeting a copy of itself in
+        its batch. Batch echoing repeats whole batches, as in the paper, unshuffled by default."""
+        stage = self.stage
+        if stage is Placement.NONE:
+            return 0
+        if self.shuffle_buffer is not None:
+            return self.shuffle_buffer
+        if stage.echoes_batches:
+            return 0
+        return ECHO_SHUFFLE_BATCHES * math.ceil(self.factor) * int(batch_size)
+
+
+NO_ECHO = EchoSpec()

@@ -1,0 +1,82 @@
+"""Bounded waits on what is outside the process, and the one-line errors that end a run when one runs out.
+
+Every wait on the input (the tf.data service, the record server, the storage, a data file) is bounded by
+``data.timeout_s`` of the process's own running time: a pause of the process (SIGSTOP, Ctrl-Z, a suspended
+machine) does not count against the input, so a paused sweep resumes instead of ending its jobs.
+"""
+
+import concurrent.futures
+import re
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+
+class InputLost(Exception):
+    """The input pipeline's source stopped answering (nothing within data.timeout_s) or failed (a record server
+    gone, a truncated file); str() is the one line shown to the user."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}; the run keeps its last checkpoint: run the same command to resume once it answers")
+
+
+class PeerLost(Exception):
+    """Another process of a multi-process run stopped answering; str() is the one line shown to the user."""
+
+
+def input_source(cfg: Any) -> str:
+    """What a run's input pipeline waits on, in words, for a timeout's message."""
+    if cfg.data.service:
+        return (f"the tf.data service at {cfg.data.service} (are its dispatcher and workers running? "
+                "python -m echo_experiments.service)")
+    if cfg.storage.kind == "http":
+        return f"the record server at {cfg.storage.url or 'the loopback record server'}"
+    return f"the input pipeline reading {cfg.data.dir or 'the TFDS data directory'}"
+
+
+def result_within(future: concurrent.futures.Future, timeout_s: float, slice_s: float = 1.0) -> Any:
+    """``future.result()``, waiting at most ``timeout_s`` seconds of this process's own running time.
+
+    The wait goes in slices, each counted as what it asked for: a process stopped in the middle of one counts
+    one slice, not the pause (one wait of ``timeout_s`` would blame the input for it).
+    concurrent.futures.TimeoutError once the slices add up to ``timeout_s``."""
+    waited = 0.0
+    while True:
+        step = min(slice_s, timeout_s - waited)
+        try:
+            return future.result(timeout=step)
+        except concurrent.futures.TimeoutError:
+            waited += step
+            if waited >= timeout_s:
+                raise
+
+
+class Batches:
+    """The next batch of a tf.data iterator, waiting at most ``timeout_s``: a lost service worker or a record server
+    that stopped answering ends the run with one line (InputLost) instead of a silent wait. The wait runs on a
+    helper thread, since a blocked tf.data call cannot be interrupted; the handoff costs microseconds a step."""
+
+    def __init__(self, iterator: Iterator[Any], timeout_s: float, source: str):
+        self.iterator, self.timeout_s, self.source = iterator, timeout_s, source
+        self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
+
+    def next(self) -> dict[str, np.ndarray]:
+        return self.call(lambda: {k: v.numpy() for k, v in next(self.iterator).items()})
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` (a call into the input pipeline) on the helper thread, within the timeout."""
+        future = self._waiter.submit(fn)
+        try:
+            return result_within(future, self.timeout_s)
+        except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
+            # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
+            causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")
+            cause = causes[-1] if causes else (e.message or type(e).__name__).strip().splitlines()[0]
+            raise InputLost(f"the input pipeline failed reading from {self.source}: {cause}") from None
+        except concurrent.futures.TimeoutError:
+            self._waiter.shutdown(wait=False)
+            raise InputLost(f"no batch from {self.source} within data.timeout_s={self.timeout_s:g} s") from None
+
+    def close(self) -> None:
+        self._waiter.shutdown()

@@ -1,0 +1,44 @@
+"""archive and restore: a sweep's complete runs into results/ and back, nothing else."""
+
+import json
+
+from echo_experiments.archive import archive, restore
+from echo_experiments.record import RunRecord, Target
+from echo_experiments.runs import RunDir
+
+
+def write_run(folder, status="reached_target", with_checkpoint=False):
+    run = RunDir(folder)
+    (folder / "config.yaml").write_text("seed: 0\n")
+    run.append_metrics({"step": 1, "fresh_examples": 32})
+    run.write_summary(RunRecord(
+        workload="w", placement="none", echo_factor=1.0, batch_size=32, shuffle_buffer=0, seed=0, study=0, trial=0,
+        status=status, steps=1, fresh_examples=32, wall_time_s=1.0, target=Target("accuracy", 0.5),
+        fresh_examples_to_target=32 if status == "reached_target" else None, steps_to_target=None,
+        seconds_to_target=None, error="boom" if status == "failed" else None))
+    if with_checkpoint:
+        (folder / "checkpoints" / "1").mkdir(parents=True)
+
+
+def test_archive_copies_complete_runs_only_and_restore_brings_them_back(tmp_path):
+    sweep = tmp_path / "multirun" / "preset" / "wl"
+    write_run(sweep / "a", with_checkpoint=True)
+    write_run(sweep / "timed" / "a")
+    write_run(sweep / "b", status="failed")
+    (sweep / "c").mkdir()
+    (sweep / "c" / "metrics.jsonl").write_text("")  # interrupted: no record
+    (sweep / "d").mkdir()
+    (sweep / "d" / "summary.json").write_text("{")  # damaged
+    results = tmp_path / "results"
+    message = archive(sweep, results)
+    runs = results / "preset" / "wl" / "runs"
+    assert message.splitlines()[0] == f"2 complete runs -> {runs}"
+    assert "b (failed" in message and "d (summary.json is not JSON" in message
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*") if p.is_file()) == [
+        "a/config.yaml", "a/metrics.jsonl", "a/summary.json",
+        "timed/a/config.yaml", "timed/a/metrics.jsonl", "timed/a/summary.json"]
+    fresh = tmp_path / "elsewhere" / "preset" / "wl"
+    write_run(fresh / "a", status="not_reached")  # a job already there is left alone
+    assert restore(fresh, results) == f"1 committed runs -> {fresh}"
+    assert json.loads((fresh / "a" / "summary.json").read_text())["status"] == "not_reached"
+    assert (fresh / "timed" / "a" / "summary.json").exists()

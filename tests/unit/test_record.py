@@ -1,0 +1,70 @@
+"""The run record: what summary.json may hold, checked field by field, and the metric rows."""
+
+import json
+
+import pytest
+
+from echo_experiments.record import RecordError, RunRecord, metric_rows
+
+GOOD = {"workload": "w", "placement": "before_augmentation", "echo_factor": 2.0, "batch_size": 64,
+        "shuffle_buffer": 1280, "seed": 3, "study": 0, "trial": 1, "tuning_seed": 0, "status": "reached_target",
+        "steps": 100, "fresh_examples": 3200, "wall_time_s": 9.5, "target": {"metric": "accuracy", "value": 0.8,
+                                                                              "mode": "max"},
+        "fresh_examples_to_target": 3200, "steps_to_target": 100, "seconds_to_target": 9.9,
+        "final_metrics": {"accuracy": 0.81, "train_loss": None}}
+
+
+def test_a_version_1_record_reads_and_writes_back_as_version_2():
+    record = RunRecord.from_json(GOOD)
+    assert record.schema_version == 1 and record.reached and record.target.metric == "accuracy"
+    assert RunRecord.from_json(record.to_json()) == record
+    assert RunRecord.from_json({**GOOD, "schema_version": 2, "machine": {"cpu": "x"}}).machine == {"cpu": "x"}
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"steps": [1, 2]}, "steps is [1, 2], not an integer"),
+    ({"placement": 7}, "placement is 7, not a string"),
+    ({"placement": "sideways"}, "placement 'sideways' is not one of"),
+    ({"batch_size": None}, "batch_size is null, not an integer"),
+    ({"echo_factor": "2"}, 'echo_factor is "2", not a finite number'),
+    ({"seconds_to_target": "soon"}, 'seconds_to_target is "soon", not a finite number'),
+    ({"target": {"metric": "accuracy", "value": "high", "mode": "max"}}, "target is"),
+    ({"target": {"metric": "accuracy"}}, "target lacks metric, value, mode"),
+    ({"status": "done"}, "status 'done' is not one of"),
+    ({"fresh_examples_to_target": None}, "reached_target without fresh_examples_to_target"),
+    ({"final_metrics": {"accuracy": "n/a"}}, "final_metrics is"),
+    ({"study": True}, "study is true, not an integer"),
+])
+def test_a_wrong_field_is_named(change, reason):
+    with pytest.raises(RecordError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        RunRecord.from_json({**GOOD, **change})
+
+
+def test_missing_fields_and_non_objects_are_named(tmp_path):
+    with pytest.raises(RecordError, match="lacks steps, fresh_examples"):
+        RunRecord.from_json({k: v for k, v in GOOD.items() if k not in ("steps", "fresh_examples")})
+    with pytest.raises(RecordError, match="not a JSON object"):
+        RunRecord.from_json([])
+    (tmp_path / "summary.json").write_text('{"status": ')
+    with pytest.raises(RecordError, match="summary.json is not JSON"):
+        RunRecord.read(tmp_path / "summary.json")
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(RecordError, match="summary.json: not a JSON object"):
+        RunRecord.read(tmp_path / "list.json")
+    with pytest.raises(RecordError, match="no summary.json"):
+        RunRecord.read(tmp_path / "nothing.json")
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("[1, 2]", "line 2: not a JSON object"),
+    ('{"step": "3", "fresh_examples": 10}', "line 2: step is \"3\", not an integer"),
+    ('{"step": 3, "fresh_examples": 10, "accuracy": "soon"}', "line 2: accuracy is \"soon\", not a finite number"),
+    ("{garbage", "line 2 is not JSON"),
+])
+def test_metric_rows_are_checked_line_by_line(tmp_path, line, reason):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 1, "fresh_examples": 5, "accuracy": None}) + "\n" + line + "\n")
+    with pytest.raises(RecordError, match=reason):
+        list(metric_rows(path))
+    path.write_text(json.dumps({"step": 1, "fresh_examples": 5, "accuracy": 0.5}) + "\n\n")
+    assert list(metric_rows(path)) == [{"step": 1, "fresh_examples": 5, "accuracy": 0.5}]

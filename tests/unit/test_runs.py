@@ -1,0 +1,104 @@
+"""Run directories: atomic records, metric rows, and what starting a run in a directory means."""
+
+import json
+
+import pytest
+
+from conftest import compose_config
+from echo_experiments.record import RunRecord, Target
+from echo_experiments.runs import RunDir, study_best, write_atomic
+from echo_experiments.schema import ConfigError
+
+TARGET = Target("accuracy", 0.8, "max")
+
+
+def record(**fields) -> RunRecord:
+    base = dict(workload="w", placement="none", echo_factor=1.0, batch_size=32, shuffle_buffer=0, seed=0, study=0,
+                trial=0, tuning_seed=0, status="reached_target", steps=10, fresh_examples=320, wall_time_s=1.0,
+                target=TARGET, fresh_examples_to_target=320, steps_to_target=10, seconds_to_target=1.0)
+    return RunRecord(**{**base, **fields})
+
+
+def test_a_record_is_written_whole_with_nan_as_null(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.write_summary(record(status="diverged", fresh_examples_to_target=None, final_metrics={"loss": None}))
+    written = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert written["status"] == "diverged" and written["schema_version"] == 2
+    assert RunRecord.from_json(written) == run.record()
+    assert [p.name for p in (tmp_path / "r").iterdir()] == ["summary.json"]  # no temp file left behind
+
+
+def test_metric_rows_are_appended_and_read_back(tmp_path):
+    run = RunDir(tmp_path)
+    run.append_metrics({"step": 1, "fresh_examples": 32, "accuracy": 0.5})
+    run.append_metrics({"step": 2, "fresh_examples": 64, "accuracy": float("inf")})
+    assert list(run.metrics()) == [{"step": 1, "fresh_examples": 32, "accuracy": 0.5},
+                                   {"step": 2, "fresh_examples": 64, "accuracy": None}]
+
+
+def test_resuming_keeps_the_rows_up_to_the_checkpoint_and_drops_a_damaged_line(tmp_path):
+    run = RunDir(tmp_path)
+    for step in (1, 2, 3):
+        run.append_metrics({"step": step, "fresh_examples": 32 * step})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 4, "fresh_exa')  # a write the kill cut short
+    run.keep_metrics_until(2)
+    assert [r["step"] for r in run.metrics()] == [1, 2]
+
+
+def test_atomic_write_replaces_content(tmp_path):
+    write_atomic(tmp_path / "f.txt", "one")
+    write_atomic(tmp_path / "f.txt", "two")
+    assert (tmp_path / "f.txt").read_text() == "two"
+
+
+def test_begin_leaves_a_complete_run_alone_and_resumes_a_failed_one(tmp_path):
+    cfg = compose_config("workload=synthetic")
+    run = RunDir(tmp_path)
+    run.start(cfg)
+    assert run.begin(cfg, has_checkpoint=False) is None  # started, never finished: train
+    run.write_summary(record())
+    assert run.begin(cfg, has_checkpoint=False) == record()
+    run.write_summary(record(status="failed", error="OSError: gone"))
+    assert run.begin(cfg, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
+
+
+def test_begin_refuses_another_config_unless_restarted(tmp_path):
+    run = RunDir(tmp_path)
+    run.start(compose_config("workload=synthetic"))
+    run.write_summary(record())
+    other = compose_config("workload=synthetic", "trainer.max_steps=3")
+    with pytest.raises(ConfigError, match="already holds a run with another config .*trainer.max_steps"):
+        run.begin(other, has_checkpoint=False)
+    # How often a run checkpoints says how to run, not what: not another config.
+    assert run.begin(compose_config("workload=synthetic", "trainer.checkpoint_every_seconds=5"), False) == record()
+    restart = compose_config("workload=synthetic", "trainer.max_steps=3", "trainer.restart=true")
+    assert run.begin(restart, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize("name,content", [("summary.json", "{\"status\": "), ("summary.json", "[]"),
+                                          ("config.yaml", "a: [unclosed")])
+def test_a_damaged_run_file_is_one_line_naming_it_and_the_choice(tmp_path, name, content):
+    run = RunDir(tmp_path)
+    cfg = compose_config("workload=synthetic")
+    run.start(cfg)
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ConfigError) as error:
+        run.begin(cfg, has_checkpoint=False)
+    message = str(error.value)
+    assert f"{tmp_path / name} is damaged" in message and "trainer.restart=true" in message
+    assert "\n" not in message
+
+
+def test_study_best_is_the_fewest_fresh_examples_of_the_same_condition_study_and_target(tmp_path):
+    RunDir(tmp_path / "a").write_summary(record(fresh_examples_to_target=500))
+    RunDir(tmp_path / "b").write_summary(record(fresh_examples_to_target=400))
+    RunDir(tmp_path / "c").write_summary(record(fresh_examples_to_target=100, study=1))  # another study
+    RunDir(tmp_path / "d").write_summary(record(fresh_examples_to_target=100, target=Target("accuracy", 0.5)))
+    RunDir(tmp_path / "e").write_summary(record(status="pruned", fresh_examples_to_target=None))
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "summary.json").write_text("{")  # being written: no finished trial
+    condition = {"workload": "w", "placement": "none", "echo_factor": 1.0, "batch_size": 32, "shuffle_buffer": 0,
+                 "tuning_seed": 0, "study": 0}
+    assert study_best(tmp_path, condition, TARGET) == 400
+    assert study_best(tmp_path, {**condition, "study": 2}, TARGET) is None
