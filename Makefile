@@ -2,7 +2,8 @@
 # make test    : set up if needed, then the test suite
 # make test-fast : the unit layer alone (tests/unit, under a minute)
 # make setup   : Debian data packages, a virtual environment, the pinned install
-# make figures : every table, figure and report.md under results/ again, from the committed run directories
+# make figures : every table, figure and report.md under results/ again, from the committed run directories, then
+#                results/claims.csv and the README's claim table (the verdicts, by docs/protocol.md's rules)
 # make archive SWEEP=multirun/<preset>/<workload> : copy a sweep's complete runs into results/ (to commit)
 # make restore SWEEP=multirun/<preset>/<workload> : the reverse, so the sweep's command resumes on a new machine
 SHELL := /bin/bash
@@ -49,12 +50,13 @@ test-all: setup
 	$(PY) -m pytest -q -n 2 --dist worksteal -m '' $(ARGS)
 
 # Each results/<experiment>/<workload>/runs/ holds the run directories of one sweep; the reporter writes
-# that folder's tables, figures and report.md beside them.
+# that folder's tables, figures and report.md beside them. The verdicts come last, from all of them.
 figures: setup
 	@for runs in results/*/*/runs; do \
 	  out=$${runs%/runs}; echo "$$out"; \
 	  (cd $$out && $(abspath $(PY)) -m echo_experiments.report runs --out .) || exit 1; \
 	done
+	@$(PY) -m echo_experiments.report.verdicts results --readme README.md --details docs/reproducing.md
 
 # archive and restore: a sweep folder multirun/<preset>/<workload> and its committed copy
 # results/<preset>/<workload>/runs (python -m echo_experiments.archive says what each copies).

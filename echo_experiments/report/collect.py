@@ -84,6 +84,25 @@ def _search(config: dict[str, Any] | None, name: str) -> list[dict[str, Any]]:
         return []
 
 
+def _effective_factor(record: RunRecord) -> float:
+    """Examples trained per fresh example at the target (else at the end), recorded or (version 1) derived."""
+    if record.effective_echo_factor is not None:
+        return record.effective_echo_factor
+    if record.reached and record.steps_to_target:
+        return record.steps_to_target * record.batch_size / record.fresh_examples_to_target
+    return record.steps * record.batch_size / record.fresh_examples if record.fresh_examples else math.nan
+
+
+def _select(config: dict[str, Any] | None, *keys: str) -> Any:
+    """A value of the run's config, or NaN where the config does not say."""
+    try:
+        for key in keys:
+            config = config[key]
+    except (KeyError, TypeError):
+        return math.nan
+    return config
+
+
 def _study_trials(config: dict[str, Any] | None) -> float:
     """The trials its study draws (tuning.trials), or NaN where the config does not say."""
     try:
@@ -105,13 +124,16 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
         target = record.target
         values = [r[target.metric] for r in rows if r.get(target.metric) is not None]
         best = (max if target.mode == "max" else min)(values) if values else math.nan
-        config = _config(directory) if record.study is not None else None
+        config = _config(directory)
         trials.append({
             **{k: getattr(record, k) for k in TRIAL_FIELDS},
-            "study_key": _study_key(record, name), "study_trials": _study_trials(config),
-            "target_metric": target.metric, "target_value": target.value, "target_mode": target.mode,
+            "study_key": _study_key(record, name), "study_trials": _study_trials(config) if record.study is not None
+            else math.nan, "target_metric": target.metric, "target_value": target.value, "target_mode": target.mode,
             "best_metric": best,
             **{k: getattr(record, k) for k in TIMING},
+            "effective_echo_factor": _effective_factor(record),
+            "eval_every_fresh_examples": _select(config, "trainer", "eval_every_fresh_examples"),
+            "cpu": (record.machine or {}).get("cpu"),
             "path": name,
         })
         curves += [{"path": name, **r} for r in rows]

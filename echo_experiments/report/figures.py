@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
           "after_augmentation": "example, after aug.", "before_batching": "example echoing",
@@ -223,24 +224,43 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
 
 
 # Every figure, by file name, from the fresh-examples table, the speedups table and the curve rows.
+def best_of_k(table: pd.DataFrame) -> Optional[Figure]:
+    """The median best fresh examples to target among k trials against k, with its 90% interval: what a tuning
+    budget of k trials buys each condition (a line ends where the median best is not reached)."""
+    if table.empty or table["k"].nunique() < 2:
+        return None
+    panels = sorted({(r.workload, r.batch_size) for r in table.itertuples()})
+    fig, axes = _panels([f"{w}, batch {b}" for w, b in panels], "Best of k trials: median fresh examples to target")
+    for ax, (workload, batch_size) in zip(axes, panels):
+        rows = table[(table["workload"] == workload) & (table["batch_size"] == batch_size)]
+        for key, g in rows.groupby(["placement", "echo_factor", "shuffle_buffer"], sort=True):
+            label = "baseline" if key[1] == 1 else f"{_label(key[0], key[2])}, e={key[1]:g}"
+            _errorbar(ax, g["k"], g, label, y="median_best", low="ci_low", high="ci_high")
+        _finish_panel(ax, f"{workload}, batch {batch_size}", "trials (k)", "median best fresh examples to target")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.tight_layout()
+    return fig
+
+
+# Each figure and the table it is drawn from.
 FIGURES = {
-    "fresh_examples_at_e2": lambda fresh, speed, curve_rows: placement_bars(fresh),
-    "fresh_examples_vs_echo_factor": lambda fresh, speed, curve_rows: factor_sweep(fresh),
-    "fresh_examples_vs_batch_size": lambda fresh, speed, curve_rows: batch_size_sweep(fresh),
-    "fresh_examples_vs_shuffle_buffer": lambda fresh, speed, curve_rows: shuffle_sweep(fresh),
-    "wall_clock_speedup": lambda fresh, speed, curve_rows: wall_clock(speed),
-    "best_trial_curves": lambda fresh, speed, curve_rows: curves(curve_rows),
+    "fresh_examples_at_e2": (placement_bars, "fresh"),
+    "fresh_examples_vs_echo_factor": (factor_sweep, "fresh"),
+    "fresh_examples_vs_batch_size": (batch_size_sweep, "fresh"),
+    "fresh_examples_vs_shuffle_buffer": (shuffle_sweep, "fresh"),
+    "wall_clock_speedup": (wall_clock, "speed"),
+    "best_trial_curves": (curves, "curves"),
+    "best_of_k": (best_of_k, "best_of_k"),
 }
 
 
-def draw_all(fresh: pd.DataFrame, speed: pd.DataFrame, curve_rows: pd.DataFrame,
-             notes: Optional[list[str]] = None) -> dict[str, Figure]:
+def draw_all(tables: dict[str, pd.DataFrame], notes: Optional[list[str]] = None) -> dict[str, Figure]:
     """Every figure the tables have data for, by file name. A figure that cannot be drawn (a log axis over
     values that are all zero, missing or not reached) is left out with a line in ``notes``."""
     drawn = {}
-    for name, make in FIGURES.items():
+    for name, (make, source) in FIGURES.items():
         try:
-            fig = make(fresh, speed, curve_rows)
+            fig = make(tables[source])
             if fig is not None:
                 fig.canvas.draw()  # scales are resolved here: a log axis with nothing positive fails now
                 drawn[name] = fig

@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from echo_experiments.report.claims import FACTOR_TOLERANCE
 from echo_experiments.runs import CONDITION as _CONDITION
 
 CONDITION = list(_CONDITION)
@@ -64,13 +65,13 @@ def _summarise(bests: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CONDITION + COUNTS + ["median", "min", "max"])
 
 
-def _ratio(baseline: float, value: float) -> float:
-    """baseline / value, where not reached (inf) is worse than anything and two unknowns say nothing."""
-    if math.isinf(baseline) and math.isinf(value):
+def _ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, where not reached (inf) is worse than anything and two unknowns say nothing."""
+    if math.isinf(numerator) and math.isinf(denominator):
         return math.nan
-    if math.isinf(value):
+    if math.isinf(denominator):
         return 0.0
-    return baseline / value
+    return numerator / denominator
 
 
 def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
@@ -81,18 +82,24 @@ def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
 def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition: studies (and those whose best trial reached the target), trials (and those that reached
     it, and those pruned), median/min/max over studies of the best fresh examples to target, and
-    fresh_speedup = baseline median / this median, how many times fewer fresh examples than the baseline
-    (0: never reached; baseline: factor 1, same workload and batch size; empty when there is none)."""
+    fresh_ratio = this median / the baseline's, below 1 when fewer fresh examples than the baseline (inf: never
+    reached; baseline: factor 1, same workload and batch size; empty when there is none); the effective echo
+    factor (the median over reached trials of examples trained per fresh example at the target) and whether
+    it is more than FACTOR_TOLERANCE off the nominal factor (``off_factor``)."""
     table = _summarise(study_bests(trials), "fresh")
     base = _baseline_medians(table)
-    table["fresh_speedup"] = [
-        _ratio(base[(r.workload, r.batch_size)], r.median) if (r.workload, r.batch_size) in base else math.nan
+    table["fresh_ratio"] = [
+        _ratio(r.median, base[(r.workload, r.batch_size)]) if (r.workload, r.batch_size) in base else math.nan
         for r in table.itertuples()]
+    reached = trials[trials["status"] == "reached_target"]
+    factor = reached.groupby(CONDITION)["effective_echo_factor"].median()
+    table["effective_echo_factor"] = [factor.get(tuple(r), math.nan) for r in table[CONDITION].itertuples(index=False)]
+    table["off_factor"] = (table["effective_echo_factor"] / table["echo_factor"] - 1).abs() > FACTOR_TOLERANCE
     return table
 
 
 # A run during which other processes kept more than this many cores busy on average shared the machine: its
-# seconds measured the other work too, and it is left out of the speedups (PROTOCOL.md). A fifth of a core
+# seconds measured the other work too, and it is left out of the speedups (docs/protocol.md). A fifth of a core
 # is far above the background of an idle machine and far below one more job (about 1). Measured on this
 # project's 2-core machine with the sweeps paused: 0.002 by
 #   python -c "import time; from echo_experiments.timing import *; w=OtherWork(); time.sleep(10); print(w.seconds()/10)"
@@ -121,8 +128,9 @@ def alone(trials: pd.DataFrame) -> pd.Series:
 def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition: median/min/max over studies of the seconds to target of each study's best trial (the
     trial fresh_examples_to_target counts, the one ``python -m echo_experiments.retime`` times again), taken
-    from a run of that trial that had the machine to itself; the speedup over the baseline's median with its
-    range (baseline median / max and / min over studies); beside it the ideal where R is known: time per fresh
+    from a run of that trial that had the machine to itself; the speedup over the baseline as per-study pairs
+    (each study's baseline seconds over the same study's seconds of this condition: median, min and max over
+    the studies timed in both); beside it the ideal where R is known: time per fresh
     batch is max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1;
     efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65).
 
@@ -144,16 +152,34 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
                      "n_runs_unmeasured": int(n_unmeasured.get(key, 0)),
                      **dict(zip(["median", "min", "max"], map(float, spread)))})
     table = pd.DataFrame(rows, columns=CONDITION + SPEEDUP_COUNTS + ["median", "min", "max"])
-    base = _baseline_medians(table)
-    for column, value in (("speedup", "median"), ("speedup_min", "max"), ("speedup_max", "min")):
-        table[column] = [
-            _ratio(base[(r.workload, r.batch_size)], getattr(r, value)) if (r.workload, r.batch_size) in base
-            else math.nan for r in table.itertuples()]
+    pairs = _study_speedups(bests)
+    for column, summary in (("speedup", np.median), ("speedup_min", np.min), ("speedup_max", np.max)):
+        table[column] = [float(summary(pairs[key])) if pairs.get(key) else math.nan
+                         for key in table[CONDITION].itertuples(index=False, name=None)]
     ratio = _upstream_ratio(t[alone(t)])
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
+
+
+def _study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:
+    """Per condition, each study's speedup: the baseline's seconds in that study over the condition's (the same
+    study's draws), for the studies timed in both."""
+    base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["seconds"]
+    pairs: dict[tuple, list[float]] = {}
+    for r in bests.itertuples():
+        reference = base.get((r.workload, r.batch_size, r.study_key), math.nan)
+        if not (math.isnan(reference) or math.isnan(r.seconds)):
+            pairs.setdefault(tuple(getattr(r, c) for c in CONDITION), []).append(_ratio(reference, r.seconds))
+    return {k: [v for v in values if not math.isnan(v)] for k, values in pairs.items()}
+
+
+def machines(trials: pd.DataFrame) -> pd.DataFrame:
+    """The conditions whose runs name more than one CPU model (runs that name none are not counted)."""
+    cpus = trials.dropna(subset=["cpu"]).groupby(CONDITION)["cpu"].nunique()
+    mixed = cpus[cpus > 1]
+    return mixed.rename("n_cpu_models").reset_index()
 
 
 def study_seconds(trials: pd.DataFrame) -> pd.DataFrame:
@@ -202,7 +228,7 @@ def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
     return bests.groupby(CONDITION, sort=True).first().reset_index()[CONDITION + ["best_path"]]
 
 
-# PROTOCOL.md: a condition's value is a median over at least this many studies.
+# docs/protocol.md: a condition's value is a median over at least this many studies.
 MIN_STUDIES = 3
 
 
@@ -233,7 +259,7 @@ def unfinished(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 # A study's best trial whose value lies this close to an end of its range (on the range's scale) sits on a
-# bound: the search space should be wider there (PROTOCOL.md).
+# bound: the search space should be wider there (docs/protocol.md).
 BOUND_MARGIN = 0.05
 
 

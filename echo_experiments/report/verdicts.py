@@ -1,0 +1,171 @@
+"""``python -m echo_experiments.report.verdicts [RESULTS] [--readme README.md] [--details docs/reproducing.md]``:
+every claim's comparisons measured on the committed runs, judged by the written rules (claims.py), into
+RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
+table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``). ``make figures`` runs it last.
+"""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from echo_experiments.report import evidence
+from echo_experiments.report.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge
+from echo_experiments.report.collect import collect
+from echo_experiments.report.markdown import table
+
+BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
+SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
+         "before_batching": "example", "after_batching": "batch"}
+COLUMNS = ["claim", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies", "n_draws",
+           "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "study_best_median", "study_best_min",
+           "study_best_max", "verdict", "reason", "evidence"]
+
+
+def measure(results: Path) -> pd.DataFrame:
+    """One row per comparison of every claim, with its verdict."""
+    trials: dict[str, Optional[pd.DataFrame]] = {}
+    rows = []
+    for claim in CLAIMS:
+        for comparison in claim.comparisons:
+            if comparison.folder not in trials:
+                runs = results / comparison.folder / "runs"
+                trials[comparison.folder] = collect([runs])[0] if runs.is_dir() else None
+            rows.append(_row(claim, comparison, trials[comparison.folder]))
+    claims = pd.DataFrame(rows, columns=COLUMNS)
+    # Whether the folder has its report yet (a sweep still running has none to link to).
+    return claims.assign(reported=[(results / f / "report.md").exists() for f in claims["evidence"]])
+
+
+def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:
+    head = {"claim": claim.id, "workload": comparison.folder.split("/")[1], "comparison": comparison.name,
+            "short": comparison.short or _short(comparison.name), "kind": comparison.kind,
+            "evidence": comparison.folder}
+    if trials is None or trials.empty:
+        return {**head, "verdict": INCONCLUSIVE, "reason": f"not measured: no runs in results/{comparison.folder}"}
+    numbers = evidence.MEASURES[comparison.kind](trials, comparison)
+    verdict, reason = judge(comparison.kind, numbers, comparison.paper)
+    effect = numbers["low"] if numbers.get("high", numbers["low"]) == numbers["low"] else (
+        f"{numbers['low']:.3g}-{numbers['high']:.3g}")
+    return {**head, **{k: numbers.get(k) for k in COLUMNS if k in numbers}, "effect": effect, "verdict": verdict,
+            "reason": reason}
+
+
+def _number(value, kind: str = "") -> str:
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:+.3f}" if kind == "no_loss" else f"{value:.2f}"
+
+
+def _short(comparison: str) -> str:
+    for long, short in SHORT.items():
+        comparison = comparison.replace(long, short)
+    return comparison.replace(" e=2", "").replace(" vs baseline", "").replace(" vs ", "/")
+
+
+def _cell(r) -> str:
+    if pd.isna(r.ci_low):
+        return f"{r.short}: not measured"
+    unit = "x" if r.kind == "faster" else ""
+    return f"{r.short}: {_number(r.effect, r.kind)}{unit} [{_number(r.ci_low, r.kind)}, {_number(r.ci_high, r.kind)}]"
+
+
+def _brief(row) -> str:
+    """A verdict's reason in a few words: up to its first colon, or its first clause."""
+    reason = str(row.reason)
+    return reason.split(":")[0] if ":" in reason else reason.split(";")[0]
+
+
+def readme_table(claims: pd.DataFrame) -> str:
+    """One row per claim and workload: the paper's statement, each comparison's effect with its interval, its
+    verdict, and the folder of the evidence."""
+    rows = []
+    statements = {c.id: f"{c.id}: {c.statement} ({c.source})" for c in CLAIMS}
+    for (claim, workload), g in claims.groupby(["claim", "workload"], sort=False):
+        ours = "; ".join(_cell(r) for r in g.itertuples())
+        folder = g["evidence"].iloc[0]
+        why = list(dict.fromkeys(_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED))
+        rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
+                     "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
+                     "evidence": f"[{folder}](results/{folder}/report.md)" if g["reported"].iloc[0] else folder})
+    return table(pd.DataFrame(rows), {})
+
+
+def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
+    """Per claim, every comparison with its numbers, verdict and reason (the details page's tables)."""
+    out = {}
+    for claim, g in claims.groupby("claim", sort=False):
+        rows = [{"workload": f"`{r.workload}`", "comparison": r.comparison,
+                 "effect [90% interval]": _cell(r).split(": ", 1)[1], "studies": _count(r.n_studies),
+                 "draws (fewer/more/same/open)": _draws(r), "study-best ratio, median (min-max)": _study_best(r),
+                 "verdict": r.verdict, "why": r.reason} for r in g.itertuples()]
+        out[claim] = table(pd.DataFrame(rows), {})
+    return out
+
+
+def _count(value) -> str:
+    return "-" if pd.isna(value) else f"{int(value)}"
+
+
+def _draws(r) -> str:
+    if pd.isna(r.n_draws):
+        return "-"
+    if pd.isna(r.share_fewer):
+        return f"{int(r.n_draws)}"
+    return f"{int(r.n_draws)} ({int(r.n_fewer)}/{int(r.n_more)}/{int(r.n_same)}/{int(r.n_open)})"
+
+
+def _study_best(r) -> str:
+    if pd.isna(r.study_best_median):
+        return "-"
+    return f"{_number(r.study_best_median)} ({_number(r.study_best_min)}-{_number(r.study_best_max)})"
+
+
+def write_block(path: Path, begin: str, end: str, text: str) -> None:
+    """Replace what stands between the markers ``begin`` and ``end`` in ``path`` with ``text``."""
+    content = path.read_text()
+    if begin not in content or end not in content:
+        raise ValueError(f"{path} has no {begin} ... {end} block")
+    head, rest = content.split(begin, 1)
+    path.write_text(f"{head}{begin}\n{text}{end}{rest.split(end, 1)[1]}")
+
+
+def write_readme(readme: Path, text: str) -> None:
+    write_block(readme, BEGIN, END, text)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.report.verdicts",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
+    parser.add_argument("--readme", type=Path, help="write the claim table into this README as well")
+    parser.add_argument("--details", type=Path, help="write each claim's table into this page as well")
+    args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        print(f"error: no such results folder: {args.results}", file=sys.stderr)
+        return 2
+    claims = measure(args.results)
+    claims.drop(columns="reported").to_csv(args.results / "claims.csv", index=False)
+    try:
+        if args.readme:
+            write_readme(args.readme, readme_table(claims))
+        if args.details:
+            for claim, text in claim_tables(claims).items():
+                write_block(args.details, f"<!-- {claim}:begin -->", f"<!-- {claim}:end -->", text)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    counts = claims["verdict"].value_counts().to_dict()
+    print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The verdicts come from the committed runs by the written rules: one edited number changes a verdict, and
+the README's claim table is the one claims.csv makes."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from echo_experiments.report import verdicts
+
+ROOT = Path(__file__).parents[1]
+FOLDER = "lm_placements_e2_cpu/transformer_pydocs"
+BASELINE_TRIAL = "echo=none,experiment=lm_placements_e2_cpu,tuning.study=0,tuning.trial=3,workload=transformer_pydocs"
+
+
+def row(results: Path, comparison: str) -> pd.Series:
+    claims = pd.read_csv(results / "claims.csv")
+    return claims[(claims["claim"] == "C1") & (claims["workload"] == "transformer_pydocs")
+                  & (claims["comparison"] == comparison)].iloc[0]
+
+
+def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / FOLDER / "runs", results / FOLDER / "runs")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\nafter\n")
+    assert verdicts.main([str(results), "--readme", str(readme)]) == 0
+    before = row(results, "after_batching e=2 vs baseline")
+    assert before["verdict"] == "reproduced" and before["n_draws"] == 10
+    text = readme.read_text()
+    assert "old" not in text and text.endswith(f"{verdicts.END}\n\nafter\n")
+    assert "| C1: echoing at e=2 needs fewer fresh examples than the baseline (Fig. 3) | `transformer_pydocs` |" in text
+    # One baseline trial said to reach the target with half its fresh examples: no longer a finding.
+    summary = results / FOLDER / "runs" / BASELINE_TRIAL / "summary.json"
+    record = json.loads(summary.read_text())
+    assert record["fresh_examples_to_target"] == 51200
+    summary.write_text(json.dumps({**record, "fresh_examples_to_target": 25600}))
+    assert verdicts.main([str(results), "--readme", str(readme)]) == 0
+    assert row(results, "after_batching e=2 vs baseline")["verdict"] == "inconclusive"
+
+
+def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
+    table = verdicts.readme_table(verdicts.measure(ROOT / "results"))
+    readme = (ROOT / "README.md").read_text()
+    assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
+    cells = [c.strip() for line in table.splitlines()[2:] for c in line.strip("|").split(" | ")]
+    assert max(len(c) for c in cells) <= 160
