@@ -138,7 +138,7 @@ class OptimizerConfig:
 
 @dataclass
 class TrainerConfig:
-    # The budget, in fresh examples like everything a condition could be favoured by (PROTOCOL.md).
+    # The budget, in fresh examples like everything a condition could be favoured by (docs/protocol.md).
     max_fresh_examples: Optional[int] = setting(1_000_000, "null or an integer >= 1 (stop once this many fresh "
                                                       "examples were read)", optional(integer(1)))
     eval_every_fresh_examples: int = setting(10_000, "an integer >= 1", integer(1))

@@ -1,6 +1,6 @@
 """``python -m echo_experiments.retime SWEEP_DIR``: run each study's best trial again, alone, for its seconds.
 
-Seconds to target count only from runs that had the machine to themselves (PROTOCOL.md), but a study's
+Seconds to target count only from runs that had the machine to themselves (docs/protocol.md), but a study's
 trials need not be timed to be tuned: a trial's fresh examples to target do not depend on the clock (the
 stream is deterministic, storage included), and the trials of one condition spend the same time per fresh
 example (same model, same pipeline, same evaluations), so the trial with the fewest fresh examples to target

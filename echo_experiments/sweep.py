@@ -82,6 +82,9 @@ def plan(argv: list[str]) -> Optional[Plan]:
     args = hydra_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion or args.info or args.experimental_rerun:
         return None
+    if args.cfg and args.multirun:
+        raise ConfigError("--cfg", args.cfg, "", f"--cfg {args.cfg} prints one job's config: leave out -m (or "
+                          "--multirun), or give the job's values instead of the sweep")
     if args.config_path or args.config_dir:
         return Plan()  # a user config tree: each job still validates itself
     tasks, makers, repeated, counts = set(), {}, [], Counts()
@@ -98,7 +101,7 @@ def plan(argv: list[str]) -> Optional[Plan]:
         task_class(task)
     # Every condition has the same trials: a repeated one's jobs do not run.
     jobs = counts.jobs - counts.jobs // counts.conditions * len(repeated)
-    return Plan(jobs=jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None)
+    return Plan(jobs=0 if args.cfg else jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None)
 
 
 def check_command_line(argv: list[str]) -> Optional[str]:

@@ -10,7 +10,7 @@ factor it suggests (``python -m echo_experiments.profile [overrides]`` prints th
   full; ``startup_s`` is the time before it), the part spent neither in train steps nor in evaluation:
   1 - (steps * downstream_s_per_step + eval_time_s) / (elapsed_s - startup_s);
 - other_cores: the mean number of cores that other processes kept busy while the run trained (OtherWork). A
-  timed run that shared the machine measured the other work too (PROTOCOL.md: such runs do not count).
+  timed run that shared the machine measured the other work too (docs/protocol.md: such runs do not count).
 
 Every run measures the first two before it trains and writes all of them into its summary.json.
 """

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "echo_experiments"
 
-# Top to bottom; a module may import its own layer or lower ones, never a higher one (ARCHITECTURE.md).
+# Top to bottom; a module may import its own layer or lower ones, never a higher one (docs/architecture.md).
 LAYERS = [
     ("commands", ["cli", "__main__", "profile", "benchmark", "retime", "service", "report.__main__", "archive",
                   "sweep", "compose"]),

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import compose_config
 from echo_experiments import sweep
+from echo_experiments.schema import ConfigError
 from echo_experiments.sweep import Plan, check_command_line, plan, progress, run_key, time_left
 
 
@@ -22,7 +23,9 @@ def test_a_sweep_of_placements_at_factor_one_makes_its_baseline_once():
 def test_one_run_is_a_plan_of_one_job_without_a_sweep_folder_and_help_runs_none():
     one = plan(["workload=synthetic"])
     assert (one.jobs, one.repeats, one.sweep_dir) == (1, [], None)
-    assert plan(["--help"]) is None and plan(["--cfg", "job"]) is not None
+    assert plan(["--help"]) is None and plan(["--cfg", "job"]).jobs == 0  # prints a config, runs nothing
+    with pytest.raises(ConfigError, match="--cfg job prints one job's config: leave out -m"):
+        plan(["--cfg", "job", "-m", "echo.factor=1,2"])
 
 
 def test_every_job_is_checked_before_any_runs():

@@ -1,0 +1,104 @@
+"""The documentation lives in the repository: no link or cited file points outside it or at nothing, every
+README command runs as written (the cheap ones) or composes and validates (the rest), and every config key is
+documented."""
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+
+import pytest
+
+from echo_experiments import config
+from echo_experiments.sweep import plan
+from echo_experiments.workloads.registry import TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md",
+         *sorted((ROOT / "results").glob("*/*/NOTES.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# A cited markdown file: a path into the repository's folders, or a capitalised name like README.md.
+CITED = re.compile(r"(?<![\w/.-])((?:docs|results|examples|tests|echo_experiments|conf)/[\w./-]*\.md|[A-Z][A-Z_]+\.md)")
+CODE = [*(ROOT / "echo_experiments").rglob("*.py"), *(ROOT / "conf").rglob("*.yaml"), *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "examples").rglob("*"), ROOT / "Makefile", ROOT / "pyproject.toml", *(ROOT / "notebooks").glob("*")]
+
+
+def test_every_link_of_the_documentation_resolves_inside_the_repository():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://", "#")):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            if not path.is_relative_to(ROOT) or not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_every_markdown_file_the_code_cites_exists():
+    missing = []
+    for path in CODE:
+        if path.is_file() and path.suffix not in (".png", ".svg"):
+            for cited in CITED.findall(path.read_text(errors="replace")):
+                if not (ROOT / cited).exists():
+                    missing.append(f"{path.relative_to(ROOT)}: {cited}")
+    assert missing == []
+
+
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """(folder, argv) of every command line in the README's code blocks, comments cut off."""
+    commands, folder = [], "."
+    for block in re.findall(r"```\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        for line in block.splitlines():
+            words = shlex.split(line.split(" #")[0])
+            if words[:1] == ["cd"]:
+                folder = words[1]
+            elif words[:1] in (["python"], ["make"]):
+                commands.append((folder, words))
+    return commands
+
+
+def test_the_readme_has_the_commands_a_newcomer_needs():
+    argv = [" ".join(words) for _, words in readme_commands()]
+    assert {"make run", "make test", "make test-fast"} <= set(argv)
+    assert any(a.startswith("python -m echo_experiments -m experiment=") for a in argv)
+
+
+@pytest.mark.parametrize("folder,words", readme_commands(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_every_readme_command_runs_as_written(folder, words, tmp_path):
+    cwd = ROOT / folder
+    if words[0] == "make":  # what make would run, without running the suite inside itself
+        proc = subprocess.run(["make", "-n", *words[1:]], cwd=cwd, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return
+    module, args = words[2], words[3:]
+    if module == "echo_experiments.report":  # the reporter, for real, on a copy of a committed sweep's runs
+        shutil.copytree(ROOT / "results" / "placements_e2_cpu" / "fashion_mnist" / "runs", tmp_path / args[0])
+        cwd = tmp_path
+    elif module == "echo_experiments.profile":
+        args = ["--help"]
+    elif "-m" in args:  # a sweep: every job composed and validated, as the command does before it runs any
+        assert plan(args).jobs > 0
+        return
+    else:
+        args = [*args, "--cfg", "job"]
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _keys(schema: type, prefix: str):
+    for f in fields(schema):
+        if is_dataclass(f.type):
+            yield from _keys(f.type, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}"
+
+
+def test_every_config_key_is_documented():
+    documented = (ROOT / "docs" / "configuration.md").read_text()
+    keys = set(_keys(config.Config, "")) | {f"workload.{k}" for task in TASKS.values() for k in _keys(task.schema, "")}
+    assert sorted(k for k in keys if f"`{k}`" not in documented) == []
