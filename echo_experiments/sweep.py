@@ -95,10 +95,10 @@ def plan(argv: list[str]) -> Optional[Plan]:
         condition = job_key(cfg)
         if makers.setdefault(run_key(cfg), condition) != condition and condition not in repeated:
             repeated.append(condition)
-    from echo_experiments.workloads.registry import task_class  # TensorFlow and JAX: only for valid command lines
+    from echo_experiments.workloads.registry import TASKS, task_class
 
-    for task in sorted(tasks):  # a user's class meets the Workload contract before any job starts
-        task_class(task)
+    for task in sorted(tasks - set(TASKS)):  # a user's class meets the Workload contract before any job starts
+        task_class(task)  # (this imports TensorFlow and JAX: only for a valid command line with a user's task)
     # Every condition has the same trials: a repeated one's jobs do not run.
     jobs = counts.jobs - counts.jobs // counts.conditions * len(repeated)
     return Plan(jobs=0 if args.cfg else jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None)

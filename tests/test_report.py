@@ -75,23 +75,27 @@ def table(out, name):
 def test_fresh_examples_to_target_table(report):
     t = table(report, "fresh_examples_to_target.csv")
     counts = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
-    assert list(t.columns) == [*counts, "median", "min", "max", "fresh_speedup"]
+    assert list(t.columns) == [*counts, "median", "min", "max", "fresh_ratio", "effective_echo_factor", "off_factor"]
     assert len(t) == 5
     base = t.loc[("w", "none", 1.0, 64, 0)]
-    assert base.tolist() == [2, 2, 5, 3, 0, 1000.0, 800.0, 1200.0, 1.0]
+    assert base.tolist()[:9] == [2, 2, 5, 3, 0, 1000.0, 800.0, 1200.0, 1.0]
+    # Examples trained per fresh example at the target: 16, 13 and 19 steps of 64 for 1000, 800 and 1200.
+    assert base["effective_echo_factor"] == pytest.approx(16 * 64 / 1000) and not base["off_factor"]
     e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
     # Study 1 never reached (one trial not reached, one diverged, one pruned): 2 of 3 studies, 3 of 6 trials.
     assert e2[[*counts, "median", "min"]].tolist() == [3, 2, 6, 3, 1, 700.0, 500.0]
     assert math.isinf(e2["max"])  # a study that never reached is not counted as zero
-    assert e2["fresh_speedup"] == pytest.approx(1000 / 700)
+    assert e2["fresh_ratio"] == pytest.approx(700 / 1000)  # this condition over the baseline: below 1, fewer
+    assert e2["effective_echo_factor"] == pytest.approx(16 * 64 / 500) and not e2["off_factor"]
     batch = t.loc[("w", "after_batching", 2.0, 64, 4)]
-    assert batch.tolist() == [1, 1, 1, 1, 0, 900.0, 900.0, 900.0, pytest.approx(1000 / 900)]
+    assert batch.tolist()[:9] == [1, 1, 1, 1, 0, 900.0, 900.0, 900.0, pytest.approx(900 / 1000)]
+    assert batch["effective_echo_factor"] == pytest.approx(28 * 64 / 900) and not batch["off_factor"]
     never = t.loc[("w", "before_augmentation", 4.0, 64, 0)]
     assert never[counts].tolist() == [1, 0, 1, 0, 0]
-    assert all(math.isinf(never[c]) for c in ("median", "min", "max")) and never["fresh_speedup"] == 0
+    assert all(math.isinf(never[c]) for c in ("median", "min", "max", "fresh_ratio"))
     no_baseline = t.loc[("v", "after_batching", 2.0, 32, 0)]
     assert no_baseline[["median", "min", "max"]].tolist() == [300.0, 300.0, 300.0]
-    assert math.isnan(no_baseline["fresh_speedup"])
+    assert math.isnan(no_baseline["fresh_ratio"])
 
 
 def test_speedups_table(report):
@@ -103,14 +107,16 @@ def test_speedups_table(report):
     # Per study, the seconds of the best trial by fresh examples: study 0 -> b0b's 12 s (b0a was faster, 10 s,
     # but needed more fresh examples), study 1 -> 8 s.
     assert base[["median_seconds", "min_seconds", "max_seconds", "speedup"]].tolist() == [10.0, 8.0, 12.0, 1.0]
-    assert base[["speedup_min", "speedup_max"]].tolist() == [pytest.approx(10 / 12), pytest.approx(10 / 8)]
+    # Speedups are per-study pairs: each study's baseline over the same study's seconds.
+    assert base[["speedup_min", "speedup_max"]].tolist() == [1.0, 1.0]
     e2 = t.loc[("w", "before_augmentation", 2.0, 64, 0)]
     # The tie at 500 fresh examples goes to e0b (fewer steps): 7 s, though e0a took 6 s.
     assert e2[["n_studies", "n_studies_reached", "n_studies_timed"]].tolist() == [3, 2, 2]
     assert e2[["median_seconds", "min_seconds"]].tolist() == [7.0, 5.0] and math.isinf(e2["max_seconds"])
-    assert e2["speedup"] == pytest.approx(10.0 / 7.0)
-    # The slowest study never reached the target: no speedup at all there, never a negative one.
-    assert e2[["speedup_min", "speedup_max"]].tolist() == [0.0, pytest.approx(10.0 / 5.0)]
+    # Study 0: 12 s over 7 s; study 1 never reached the target: no speedup at all there, never a negative one;
+    # study 2 has no baseline to pair with.
+    assert e2["speedup"] == pytest.approx(12.0 / 7.0 / 2)
+    assert e2[["speedup_min", "speedup_max"]].tolist() == [0.0, pytest.approx(12.0 / 7.0)]
     assert (t[["n_runs_shared", "n_runs_unmeasured"]] == 0).all().all()
     assert "Runs that shared the machine" not in (report / "report.md").read_text()
     assert math.isnan(e2["R"]) and math.isnan(e2["ideal_speedup"])  # no timing facts in these runs
@@ -151,9 +157,10 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     assert base[["n_studies_timed", "n_runs_shared", "median_seconds", "R"]].tolist() == [1, 1, 40.0,
                                                                                          pytest.approx(6.0)]
     e5 = t.loc[("w", "before_augmentation", 5.0, 64, 0)]
+    # Only study 0 has a baseline to pair with: 40 s over 10 s.
     assert e5[["n_studies", "n_runs_shared", "speedup", "speedup_min", "speedup_max", "ideal_speedup"]].tolist() \
-        == [3, 0, pytest.approx(2.5), pytest.approx(2.0), pytest.approx(4.0), pytest.approx(5.0)]
-    assert e5["efficiency"] == pytest.approx(0.5)
+        == [3, 0, pytest.approx(4.0), pytest.approx(4.0), pytest.approx(4.0), pytest.approx(5.0)]
+    assert e5["efficiency"] == pytest.approx(0.8)
     assert table(tmp_path / "out", "fresh_examples_to_target.csv").loc[("w", "none", 1.0, 64, 0), "n_trials"] == 1
     text = (tmp_path / "out" / "report.md").read_text()
     assert "Runs that shared the machine (1)" in text and "| base | 1.1 |" in text
@@ -209,7 +216,8 @@ def test_report_has_figures_and_tables(report):
     for fig in ("fresh_examples_at_e2", "fresh_examples_vs_echo_factor", "best_trial_curves"):
         assert {f"{fig}.png", f"{fig}.svg"} <= names
     text = (report / "report.md").read_text()
-    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 | 500 | not reached | 1.43 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 | 500 | not reached | 0.7 | 2.05 | False |" \
+        in text
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 

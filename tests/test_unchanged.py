@@ -28,11 +28,12 @@ def reference() -> dict:
 
 def test_the_default_runs_first_evaluations_are_unchanged(tmp_path):
     golden = reference()
-    # A step cap stops the run early without touching its schedule (which decays over the fresh-example budget).
-    record = run(compose_config("trainer.max_steps=800", "trainer.progress=false", "trainer.tensorboard=false"),
-                 tmp_path)
+    # A step cap stops the run early without touching its schedule (which decays over the fresh-example budget);
+    # the timing facts measure copies, so leaving them out changes no number.
+    record = run(compose_config("trainer.max_steps=400", "trainer.progress=false", "trainer.tensorboard=false",
+                                "trainer.profile_batches=0"), tmp_path)
     rows = [{k: r[k] for k in KEYS} for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())]
-    assert rows == golden["rows"][:4] and record.steps == 800
+    assert rows == golden["rows"][:2] and record.steps == 400 and record.fresh_examples == 400 * 64
 
 
 @pytest.mark.slow
@@ -53,7 +54,7 @@ def test_the_reporter_rebuilds_committed_tables_byte_for_byte(tmp_path, monkeypa
     assert report(["runs", "--out", "."]) == 0
     made = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file() and "runs" not in p.parts)
     kept = sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*")
-                  if p.is_file() and "runs" not in p.parts)
+                  if p.is_file() and "runs" not in p.parts and p.name != "NOTES.md")  # written by hand
     assert made == kept
     different = [name for name in made if not filecmp.cmp(copy / name, committed / name, shallow=False)]
     assert different == []
