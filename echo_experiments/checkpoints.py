@@ -16,6 +16,7 @@ never stopped.
 
 import dataclasses
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Optional
 
@@ -86,6 +87,7 @@ def exist(directory: Path | str) -> bool:
 
 class Checkpoints:
     def __init__(self, directory: Path | str, keep: int = 2):
+        self.directory = Path(directory).absolute()
         self.manager = ocp.CheckpointManager(
             Path(directory).absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
@@ -95,6 +97,19 @@ class Checkpoints:
     def latest(self) -> Optional[int]:
         """The newest complete checkpoint's step, or None."""
         return self.manager.latest_step()
+
+    def steps(self) -> list[int]:
+        """Every complete checkpoint's step, newest first: those the manager reads, and the folders of complete
+        ones it cannot (a damaged checkpoint must be said, not passed over as if the run had none)."""
+        folders = self.directory.iterdir() if self.directory.is_dir() else ()
+        return sorted(set(self.manager.all_steps()) | {int(p.name) for p in folders if p.name.isdigit()}, reverse=True)
+
+    def discard(self, step: int) -> None:
+        """Delete a checkpoint that cannot be read (so the run's next saves follow the one it resumed from)."""
+        if step in self.manager.all_steps():
+            self.manager.delete(step)
+        else:
+            shutil.rmtree(self.directory / str(step), ignore_errors=True)
 
     def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any]) -> None:
         """Save; returns once the input's state is written and the train state copied off the device."""

@@ -7,6 +7,7 @@ input that stops answering during the run ends with exit 3, a lost peer process 
 128 + its number. Library modules never import this one.
 """
 
+import errno
 import logging
 import os
 import sys
@@ -19,8 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from echo_experiments.compose import CONFIG_MODULE
-from echo_experiments.runs import SUMMARY
+from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
+from echo_experiments.stops import StartupInterrupted, stop_at_startup
 from echo_experiments.sweep import PLAN_VARIABLE, Plan, job_key, plan, progress
 
 log = logging.getLogger("echo_experiments")
@@ -34,7 +36,7 @@ def fail(message: str) -> NoReturn:
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.data.sources import DataMissing
-    from echo_experiments.runs import RunDirInUse
+    from echo_experiments.runs import DiskFull, RunDirInUse
     from echo_experiments.train import InputLost, Interrupted, PeerLost, run
 
     out_dir = HydraConfig.get().runtime.output_dir
@@ -48,15 +50,15 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         record = run(cfg, out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:
         fail(str(e))
-    except Interrupted as e:  # the shell's convention for a process ended by a signal: 128 + its number
+    except (Interrupted, StartupInterrupted) as e:  # the shell's convention for a signal: 128 + its number
         print(f"error: {e}", file=sys.stderr)
         sys.exit(128 + e.signum)
-    except (InputLost, PeerLost) as e:
+    except (InputLost, PeerLost, DiskFull) as e:
         # A thread may still be blocked in the unanswered call (inside TensorFlow), and JAX's distributed
         # runtime would abort at exit waiting for the lost peer: exit at once.
         print(f"error: {e}", file=sys.stderr, flush=True)
         logging.shutdown()
-        os._exit(3 if isinstance(e, InputLost) else 4)
+        os._exit(4 if isinstance(e, PeerLost) else 3)
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              record.status, record.fresh_examples_to_target, record.steps, record.fresh_examples,
              record.wall_time_s, out_dir)
@@ -77,15 +79,38 @@ def _quoted(value: str) -> str:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
+    stop_at_startup()
+    try:
+        _main(sys.argv[1:])
+    except StartupInterrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(128 + e.signum)
+
+
+def _main(argv: list[str]) -> None:
     try:
         current = plan(argv)
     except ConfigError as e:
         fail(str(e))
+    folder = current and (current.sweep_dir or current.run_dir)
+    problem = unwritable(folder) if folder else None
+    if problem:
+        key = "hydra.sweep.dir" if current.sweep_dir else "hydra.run.dir"
+        fail(f"{key}={folder} cannot be used ({problem}): choose another {key}")
     if current is not None and current.sweep_dir is not None:
         folder = Path(current.sweep_dir).absolute()
         os.environ[PLAN_VARIABLE] = str(current.save(folder))
         # The folder the plan is in is the one the jobs go into: a default named by the time is resolved once.
         if not any(a.startswith("hydra.sweep.dir=") for a in argv):
             sys.argv.append(f"hydra.sweep.dir={_quoted(current.sweep_dir)}")
-    run_job()
+    try:
+        run_job()
+    except OSError as e:  # Hydra makes the run's folder and writes its .hydra/ files before the job runs
+        if e.filename is None or e.errno not in OUTPUT_ERRORS:
+            raise
+        fail(f"{e.filename} cannot be written ({e.strerror}): choose another hydra.run.dir (or hydra.sweep.dir) on "
+             "a file system this process can write, with a shorter name if it is too long")
+
+
+# The errors of a folder the process cannot make or write: read-only, too long a name, no permission, full.
+OUTPUT_ERRORS = (errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.ENOSPC)

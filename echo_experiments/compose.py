@@ -36,6 +36,7 @@ class Counts:
     jobs: int = 1
     conditions: int = 1
     sweep_dir: Optional[str] = None
+    run_dir: Optional[str] = None  # one run's folder (hydra.run.dir, resolved)
 
 
 def compose_all(overrides: list[str], multirun: bool, config_name: str = "config",
@@ -48,6 +49,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     except OverrideParseException as e:
         raise _parse_error(e) from None
     app = [o for o in parsed if not o.is_hydra_override()]
+    for o in app:
+        _refuse_added_key(o)
     for o in app:  # OmegaConf would read 2 or "yes" as true: a boolean key takes true or false
         field = registry.schema_field(o.get_key_element())
         if (field is not None and field.metadata.get("check") is schema.boolean and not o.is_sweep_override()
@@ -57,7 +60,10 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
-            yield _compose(config_name, [o.input_line for o in app] + hydra_args)
+            overrides = [o.input_line for o in app] + hydra_args
+            if counts is not None:
+                counts.run_dir = str(OmegaConf.select(_compose(config_name, overrides, hydra=True), "hydra.run.dir"))
+            yield _compose(config_name, overrides)
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
         set_here = [o for o in app if not o.is_sweep_override()]
@@ -80,6 +86,23 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo] + hydra_args)
         if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
             yield first
+
+
+# Free-form mappings a key may be added to with +: a user's workload's own options.
+OPEN_SECTIONS = ("workload.options.",)
+
+
+def _refuse_added_key(override) -> None:
+    """``+key=value`` adds a key Hydra would store and the run would ignore: refused unless the schema has it (a
+    group, or a free-form mapping)."""
+    if not (override.is_add() or override.is_force_add()):
+        return
+    key = override.key_or_group
+    if override.package is not None or key.startswith(OPEN_SECTIONS) or registry.schema_field(key) is not None:
+        return
+    if "." not in key and key in ("workload", "echo", "storage", "tuning", "experiment"):
+        return  # a config group
+    raise ConfigError.unknown_key(key, registry.keys_of(key.rpartition(".")[0]))
 
 
 def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:

@@ -99,12 +99,23 @@ def _run(command: list[str], timeout_s: float) -> Optional[int]:
             signal.signal(s, h)
 
 
+def positive(text: str) -> float:
+    """A number of minutes for argparse: above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of minutes above 0")
+    return value
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.retime", description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path, help="a sweep folder (hydra.sweep.dir) whose studies are tuned")
     parser.add_argument("--redo-shared", action="store_true",
                         help="time again the timed runs that shared the machine (kept otherwise)")
-    parser.add_argument("--timeout-min", type=float, default=180.0,
+    parser.add_argument("--timeout-min", type=positive, default=180.0,
                         help="minutes one timed run may take before it is stopped (default 180)")
     parser.add_argument("--list", action="store_true", help="print the trials it would time, and time none")
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ start means: a complete run is left alone, an interrupted or failed one resumes,
 is refused, and ``trainer.restart=true`` starts over.
 """
 
+import errno
 import json
 import logging
 import os
@@ -44,6 +45,45 @@ class RunDirInUse(RuntimeError):
     """Another process holds the run directory; str() is the one line shown to the user."""
 
 
+class DiskFull(RuntimeError):
+    """The disk filled up while the run wrote to its directory; str() is the one line shown to the user."""
+
+    @staticmethod
+    def caused(error: BaseException) -> bool:
+        """Whether ``error`` (or one it was raised from) is a full disk or an exceeded quota."""
+        while error is not None:
+            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                return True
+            if "No space left on device" in str(error):  # Orbax and TensorFlow wrap the OSError in their own
+                return True
+            error = error.__cause__ or error.__context__
+        return False
+
+
+def unwritable(path: Path | str) -> Optional[str]:
+    """Why a folder could not be made and written (None: it could): a name too long for its file system, or a
+    nearest existing folder in which nothing can be made (tried with a temporary folder, removed at once)."""
+    path = Path(path).absolute()
+    longest = max((len(part.encode()) for part in path.parts), default=0)
+    if longest > 255:  # NAME_MAX of the common file systems; a longer name fails before any is asked
+        return f"a name in it is {longest} bytes long, more than a file system allows (255)"
+    existing = next(p for p in (path, *path.parents) if os.path.lexists(p))
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".echo-check-"))
+    except OSError as e:
+        return f"nothing can be made in {existing}: {e.strerror}"
+    return None
+
+
+def unusable(path: Path, error: OSError) -> ConfigError:
+    """The one line for a run directory the process cannot create or write."""
+    return ConfigError("hydra.run.dir", str(path), "", (
+        f"the run directory {path} cannot be used ({error.strerror or error}): choose another hydra.run.dir (or "
+        "hydra.sweep.dir) on a file system this process can write, with a shorter name if it is too long"))
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write a file so that readers see either the old content or all of the new, never a part; with the
     permissions the user's umask gives any other file (mkstemp alone makes it 0600)."""
@@ -68,7 +108,10 @@ class RunDir:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise unusable(self.path, e) from None
 
     def hold(self) -> "RunDir":
         """Take the directory for this process (released on exit, and by the kernel if the process dies, so a
@@ -76,12 +119,14 @@ class RunDir:
         self._lock = FileLock(self.path / LOCK, timeout=0)
         try:
             self._lock.acquire()
+            (self.path / HOLDER).write_text(f"process {os.getpid()} on {socket.gethostname()} since "
+                                            f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         except Timeout:
             holder = (self.path / HOLDER).read_text().strip() if (self.path / HOLDER).exists() else "another process"
             raise RunDirInUse(f"{self.path} is in use by {holder}: wait for it to end, or choose another "
                               "hydra.run.dir") from None
-        (self.path / HOLDER).write_text(f"process {os.getpid()} on {socket.gethostname()} since "
-                                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        except OSError as e:
+            raise unusable(self.path, e) from None
         return self
 
     def release(self) -> None:

@@ -8,8 +8,10 @@ every evaluation divergence, the target and pruning, in that order; signals at e
   and seconds to it; stop unless ``trainer.stop_at_target=false``.
 - **pruning** (a trial of a study): its fresh examples reached its study's best (times ``tuning.prune_margin``)
   without the target: it can no longer be the study's best, so ``pruned``, stop (never counted as reached).
-- **signals**: SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before a time limit) stop the loop at the next step
-  boundary, where it can checkpoint; a second Ctrl-C interrupts at once.
+- **signals**: SIGINT (Ctrl-C), SIGTERM (what SLURM sends before a time limit) and SIGHUP (a closed terminal or
+  SSH connection) stop the loop at the next step boundary, where it can checkpoint; a second Ctrl-C interrupts
+  at once. Before the loop (composing, loading, compiling, the timing facts) they end the process with one line
+  (:class:`StartupInterrupted`): there is nothing yet to save.
 """
 
 import logging
@@ -102,7 +104,7 @@ class Pruning:
 class Signals:
     """While the loop runs, SIGINT and SIGTERM are received here instead of ending the process."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __enter__(self) -> "Signals":
         self.received: Optional[int] = None
@@ -129,6 +131,29 @@ class Interrupted(Exception):
         where = (f"its checkpoint is in {run_path / 'checkpoints'}: run the same command to resume" if saved else
                  "no checkpoint was written (trainer.checkpoint_every_seconds and _steps are 0): a rerun starts over")
         super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} ({fresh} fresh examples); {where}")
+
+
+class StartupInterrupted(BaseException):
+    """A signal before training began (a BaseException, like KeyboardInterrupt: no handler of failures may
+    record it as the run's failure); str() is the one line shown to the user."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name} while starting, before this attempt trained: "
+                         "the run directory keeps what it had; run the same command to go on")
+
+
+def stop_at_startup() -> None:
+    """From here until the training loop takes them over, a stop signal ends the process at once with one
+    line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM, SIGHUP)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        raise StartupInterrupted(signum)
+
+    for s in Signals.SIGNALS:
+        signal.signal(s, handle)
 
 
 class Stops:

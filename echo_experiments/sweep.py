@@ -36,6 +36,7 @@ class Plan:
     started: float = field(default_factory=time.time)
     repeats: list[str] = field(default_factory=list)
     sweep_dir: Optional[str] = None  # a sweep's folder (hydra.sweep.dir, resolved); None for one run
+    run_dir: Optional[str] = None  # one run's folder (hydra.run.dir, resolved); None for a sweep
 
     def save(self, folder: Path) -> Path:
         path = Path(folder) / f".sweep-{self.started:.6f}.json"
@@ -101,7 +102,8 @@ def plan(argv: list[str]) -> Optional[Plan]:
         task_class(task)  # (this imports TensorFlow and JAX: only for a valid command line with a user's task)
     # Every condition has the same trials: a repeated one's jobs do not run.
     jobs = counts.jobs - counts.jobs // counts.conditions * len(repeated)
-    return Plan(jobs=0 if args.cfg else jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None)
+    return Plan(jobs=0 if args.cfg else jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None,
+                run_dir=None if args.multirun else counts.run_dir)
 
 
 def check_command_line(argv: list[str]) -> Optional[str]:

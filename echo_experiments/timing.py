@@ -76,16 +76,18 @@ class OtherWork:
         return self.carried_s + max(0.0, (busy - self._began[0]) - (own - self._began[1]))
 
 
-def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_seconds: float = 2.0) -> float:
+def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_seconds: float = 2.0,
+                         pull: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> float:
     """Mean seconds per batch of an input stream after ``warmup`` batches (the shuffle buffer fills), over at
     least ``n`` batches and ``min_seconds``: packing text delivers thousands of sequences in a burst, and
-    batches that piled up in prefetch buffers must not pass for the pipeline's rate."""
+    batches that piled up in prefetch buffers must not pass for the pipeline's rate. ``pull`` makes each call
+    into the stream (the trainer's bounds it by data.timeout_s)."""
     for _ in range(warmup):
-        next(batches)
+        pull(batches.__next__)
     began = time.perf_counter()
     count = 0
     while count < n or time.perf_counter() - began < min_seconds:
-        next(batches)
+        pull(batches.__next__)
         count += 1
     return (time.perf_counter() - began) / count
 
@@ -108,11 +110,12 @@ def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup
 
 
 def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: Callable, state: Any,
-            n: int) -> Timing:
-    """Both rates for a run: its pipeline through ``store`` without echoing, and the compiled step."""
+            n: int, pull: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> Timing:
+    """Both rates for a run: its pipeline through ``store`` without echoing, and the compiled step; ``pull``
+    makes each call into the pipeline (see upstream_s_per_batch)."""
     batches = stream.build(workload, pipeline.without_echo(), store=store, host=host).as_numpy_iterator()
-    up = upstream_s_per_batch(batches, n)
-    batch = next(batches)
+    up = upstream_s_per_batch(batches, n, pull=pull)
+    batch = pull(batches.__next__)
     batch.pop("read_id")
     del batches  # stops the pipeline's threads, which would otherwise share the cores with the timed steps
     gc.collect()

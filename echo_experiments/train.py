@@ -19,11 +19,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
@@ -39,52 +37,17 @@ from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.events import Events
 from echo_experiments.record import RunRecord, jsonable
-from echo_experiments.runs import RunDir, study_best
+from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
-from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals, Stops,
-                                    TargetReached)
+from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
+                                    StartupInterrupted, Stops, TargetReached)
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
+from echo_experiments.train_step import TrainState, initial_state, make_train_step
 from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "make_train_step", "run"]
-
-
-@flax.struct.dataclass
-class TrainState:
-    step: jax.Array
-    params: Any
-    model_state: Any
-    opt_state: Any
-    rng: jax.Array
-
-
-def _cast(tree: Any, dtype: Any) -> Any:
-    return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
-
-
-def make_train_step(workload: Any, tx: optax.GradientTransformation, schedule: optim.Schedule,
-                    compute_dtype: Any = jnp.float32):
-    """The pure step ``(state, batch, position) -> (state, loss)``: the learning rate is the schedule's at
-    ``position``, the run's place in its schedule (fresh examples trained on before this batch, or steps).
-    Under mixed precision the model computes in ``compute_dtype`` while parameters, optimizer state and
-    model state stay float32."""
-
-    def train_step(state: TrainState, batch: dict[str, jax.Array], position: jax.Array) -> tuple[TrainState, jax.Array]:
-        rng = jax.random.fold_in(state.rng, state.step)
-
-        def loss_fn(params):
-            return workload.loss(_cast(params, compute_dtype), state.model_state, batch, rng)
-
-        (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        model_state = jax.tree.map(lambda new, old: new.astype(old.dtype), model_state, state.model_state)
-        opt_state = optim.with_learning_rate(state.opt_state, schedule(position))
-        updates, opt_state = tx.update(grads, opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        return state.replace(step=state.step + 1, params=params, model_state=model_state, opt_state=opt_state), loss
-
-    return train_step
+__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "make_train_step", "run"]
 
 
 def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
@@ -130,12 +93,16 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
             if writer:
                 run_dir.write_summary(record)
                 trainer.close_events(record)
-    except (ConfigError, Interrupted, InputLost):  # the command line says what happened and how to go on
+    except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
         raise
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit, StartupInterrupted):
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
     except Exception as e:
+        if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
+            raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
+                           "the run keeps its last complete checkpoint; free space and run the same command to "
+                           "resume") from None
         if writer:
             run_dir.write_summary(_failed(head, e))
         if mesh.host.count > 1 and isinstance(e, jax.errors.JaxRuntimeError):
@@ -170,18 +137,6 @@ def use_compilation_cache(directory: Optional[str]) -> None:
         jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-
-
-def initial_state(workload: Any, tx: optax.GradientTransformation, seed: int, sharding: Any) -> TrainState:
-    """Parameters, model and optimizer state from ``seed``, made by one compiled program (op by op, each
-    leaf of the optimizer state would be a program of its own to compile)."""
-
-    def init(seed: jax.Array) -> TrainState:
-        init_rng, step_rng = jax.random.split(jax.random.PRNGKey(seed))
-        params, model_state = workload.init(init_rng)
-        return TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), step_rng)
-
-    return jax.jit(init, out_shardings=sharding)(seed)
 
 
 @dataclass
@@ -233,21 +188,48 @@ class Trainer:
         return step.lower(state, spec, position).compile()
 
     def _timing_facts(self, train_step, state: TrainState) -> Optional[timing.Timing]:
+        """Upstream and downstream time before training, their waits bounded like training's (data.timeout_s)."""
         if not (self.t.profile_batches and self.store is not None):
             return None
         at_start = self.mesh.put_scalar(0)
-        facts = timing.measure(self.workload, self.spec.pipeline, self.store, self.mesh.host,
-                               lambda state, batch: train_step(state, batch, at_start), state, self.t.profile_batches)
+        waits = Batches(None, self.t.timeout_s, self.source)
+        try:
+            facts = timing.measure(self.workload, self.spec.pipeline, self.store, self.mesh.host,
+                                   lambda state, batch: train_step(state, batch, at_start), state,
+                                   self.t.profile_batches, pull=waits.call)
+        finally:
+            waits.close()
         log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,
                  facts.downstream_s_per_step, facts.ratio)
         return facts
 
+    def _restore(self, steps: list[int], state: TrainState, iterator) -> tuple[TrainState, Any, dict[str, Any]]:
+        """Restore the newest readable checkpoint of ``steps``; a damaged one is said, deleted, and the one
+        before it tried. ConfigError when none can be read."""
+        folder = self.run_dir.path / "checkpoints"
+        for step in steps:
+            try:
+                return self.checkpoints.restore(step, state, iterator)
+            except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                log.warning("the checkpoint at step %d in %s cannot be read (%s): deleted; trying the one before",
+                            step, folder, why)
+                self.checkpoints.discard(step)
+        raise ConfigError("trainer.restart", False, "", (
+            f"no checkpoint in {folder} can be read (steps {', '.join(map(str, steps))}, each damaged): add "
+            "trainer.restart=true to start this run over"))
+
+    def _started(self) -> None:
+        """A signal received while starting ends the run now, with nothing of this attempt to save."""
+        if self.stops.signalled is not None:
+            raise StartupInterrupted(self.stops.signalled)
+
     def _resume(self, state: TrainState, iterator) -> tuple[TrainState, FreshCounter, LoopState, Outcome, ClockState]:
-        """The state to start from: the last checkpoint's, else the initial one."""
-        latest = self.checkpoints.latest() if self.checkpoints else None
-        if latest is None:
+        """The state to start from: the newest checkpoint that can be read, else the initial one."""
+        steps = self.checkpoints.steps() if self.checkpoints else []
+        if not steps:
             return state, FreshCounter(), LoopState(next_eval=self.t.eval_every_fresh_examples), Outcome(), ClockState()
-        state, seen, saved = self.checkpoints.restore(latest, state, iterator)
+        state, seen, saved = self._restore(steps, state, iterator)
         loop, outcome, clocks = LoopState.restore(saved)
         if self.mesh.writes_run_dir:
             self.run_dir.keep_metrics_until(loop.step)
@@ -256,20 +238,23 @@ class Trainer:
 
     def fit(self) -> dict[str, Any]:
         """Train until a stop rule ends the run, a metrics row per evaluation; the record's outcome fields."""
-        state = initial_state(self.workload, self.tx, self.spec.seed, self.mesh.replicated)
-        began = time.perf_counter()
-        train_step = self._compile(state)
-        compile_s = time.perf_counter() - began
-        facts = self._timing_facts(train_step, state)
-        # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
-        self.iterator = iter(self.batches)
-        state, fresh, loop, outcome, clock_state = self._resume(state, self.iterator)
-        if self.hparams is not None:  # after keep_metrics_until: the event files start over from the kept rows
-            self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
-        self.mesh.barrier("training", self.t.distributed_timeout_s)  # every process compiled: the first collective
-        clocks = Clocks(clock_state)
-        inputs = Batches(self.iterator, self.t.timeout_s, self.source)
-        with self.stops.signals:
+        with self.stops.signals:  # a signal during start-up is held until it can end the run cleanly
+            state = initial_state(self.workload, self.tx, self.spec.seed, self.mesh.replicated)
+            began = time.perf_counter()
+            train_step = self._compile(state)
+            compile_s = time.perf_counter() - began
+            self._started()
+            facts = self._timing_facts(train_step, state)
+            self._started()
+            # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
+            self.iterator = iter(self.batches)
+            state, fresh, loop, outcome, clock_state = self._resume(state, self.iterator)
+            if self.hparams is not None:  # after keep_metrics_until: the event files start over from the kept rows
+                self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
+            self.mesh.barrier("training", self.t.distributed_timeout_s)  # every process compiled: the first collective
+            self._started()
+            clocks = Clocks(clock_state)
+            inputs = Batches(self.iterator, self.t.timeout_s, self.source)
             step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
         if self.checkpoints:

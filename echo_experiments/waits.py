@@ -7,7 +7,7 @@ machine) does not count against the input, so a paused sweep resumes instead of 
 
 import concurrent.futures
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -57,9 +57,10 @@ class Batches:
     that stopped answering ends the run with one line (InputLost) instead of a silent wait. The wait runs on a
     helper thread, since a blocked tf.data call cannot be interrupted; the handoff costs microseconds a step."""
 
-    def __init__(self, iterator: Iterator[Any], timeout_s: float, source: str):
+    def __init__(self, iterator: Optional[Iterator[Any]], timeout_s: float, source: str):
         self.iterator, self.timeout_s, self.source = iterator, timeout_s, source
         self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
+        self._stuck = False  # a call ran past the timeout: its thread may never return
 
     def next(self) -> dict[str, np.ndarray]:
         return self.call(lambda: {k: v.numpy() for k, v in next(self.iterator).items()})
@@ -75,8 +76,9 @@ class Batches:
             cause = causes[-1] if causes else (e.message or type(e).__name__).strip().splitlines()[0]
             raise InputLost(f"the input pipeline failed reading from {self.source}: {cause}") from None
         except concurrent.futures.TimeoutError:
+            self._stuck = True
             self._waiter.shutdown(wait=False)
             raise InputLost(f"no batch from {self.source} within data.timeout_s={self.timeout_s:g} s") from None
 
     def close(self) -> None:
-        self._waiter.shutdown()
+        self._waiter.shutdown(wait=not self._stuck)

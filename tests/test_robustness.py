@@ -200,6 +200,10 @@ def test_archive_and_restore_carry_the_timed_runs_of_a_sweep_and_only_complete_r
     ("benchmark", ["echo.factor=0"]),
     ("profile", ["trainer.profile_batches=0"]),
     ("profile", ["echo.placement=sideways"]),
+    ("retime", ["{tmp}", "--timeout-min", "-1"]),
+    ("service", ["dispatcher", "--port", "70000"]),
+    ("service", ["dispatcher", "--port", "-1"]),
+    ("service", ["worker", "--dispatcher", "127.0.0.1:1", "--timeout-s", "1"]),
 ])
 def test_side_commands_refuse_bad_arguments_before_any_work(tmp_path, capsys, command, args):
     import importlib

@@ -16,8 +16,10 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from google.protobuf import json_format
+
+from echo_experiments.runs import unwritable
 
 # Progress bars of TFDS's preparation would interleave with the run's own output.
 tfds.disable_progress_bar()
@@ -114,13 +116,16 @@ def load(dataset: str, split: str, directory: Path) -> Source:
         return _load(dataset, split, directory)
     except DataMissing:
         raise
-    except (ValueError, OSError, json_format.Error) as e:  # json_format.Error: a corrupt dataset_info.json
+    # json_format.Error: a corrupt dataset_info.json; AssertionError: one of another version (TFDS asserts it).
+    except (ValueError, OSError, AssertionError, json_format.Error) as e:
         raise DataMissing(f"{dataset} in {directory} cannot be read ({type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else e!r}): delete the data set's folder in {directory} "
                           "and run again to rebuild it (the offline data sets), or prepare it again with `tfds build "
                           f"{dataset} --data_dir={directory}`") from None
 
 
+# Preparing an offline data set takes a minute; another process preparing it is waited for this long at most.
+PREPARE_TIMEOUT_S = 900
 # The data sets built on this machine from Debian's files (or from nothing), with a split that opens each.
 OFFLINE = {"fashion_mnist": "test", "python_docs": "validation", "fashion_mnist_detection": "test",
            "synthetic_images": "test"}
@@ -166,8 +171,22 @@ def _offline(builder_class: type, needs: Optional[Path], directory: Path) -> tfd
     if needs is not None and not needs.exists():
         raise DataMissing(f"{name} needs {needs}, which is missing: " + HOW_TO_GET[builder_class.DATASET]
                           .format(data_dir=directory))
-    directory.mkdir(parents=True, exist_ok=True)
-    with FileLock(directory / f".{name}.lock"):
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataMissing(f"{name} cannot be prepared in {directory} ({e.strerror}): set data.dir to a folder you "
+                          "can write") from None
+    problem = unwritable(directory)
+    if problem:
+        raise DataMissing(f"{name} is not prepared in {directory}, which cannot be written ({problem}): set data.dir "
+                          "to a folder you can write (it is prepared there once)")
+    try:
+        lock = FileLock(directory / f".{name}.lock", timeout=PREPARE_TIMEOUT_S)
+        lock.acquire()
+    except (Timeout, OSError) as e:
+        raise DataMissing(f"{name} could not be locked for preparing in {directory} within {PREPARE_TIMEOUT_S} s "
+                          f"({e}): another process may be preparing it; run again once it is done") from None
+    with lock:
         builder = builder_class(data_dir=str(directory))
         if not builder.is_prepared():  # another process may have prepared it while we waited
             print(f"Preparing {name} {f'from {needs.parent} ' if needs else ''}into {directory} (once) ...", flush=True)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Optional
 from urllib.parse import urlparse
 
 import numpy as np
+import psutil
 import tensorflow as tf
 
 from echo_experiments.schema import ConfigError
@@ -77,7 +78,7 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
         ds = ds.shard(host.count, host.index)
     ds = ds.repeat(epochs).enumerate().map(_plain(lambda i, x: {**x, "read_id": i * host.count + host.index}))
     ds = ds.map(_plain(workload.decode), num_parallel_calls=AUTOTUNE)
-    ds = ds.shuffle(spec.shuffle_buffer, seed=stage_seed(seed, "shuffle"))
+    ds = ds.shuffle(_bounded(ds, spec.shuffle_buffer, "workload.shuffle_buffer"), seed=stage_seed(seed, "shuffle"))
     ds = point(ds, "E1")
     ds = _augment(ds, workload, seed)
     ds = point(ds, "E2")
@@ -107,8 +108,30 @@ def _echo(ds: tf.data.Dataset, spec: EchoSpec, shuffle_buffer: int, seed: int, c
     # A batch is already a chunk of examples: batches are echoed one at a time (see echo()).
     ds = echo(ds, spec.factor, stage_seed(seed, "echo"), chunk=chunk)
     if shuffle_buffer > 0:
-        ds = ds.shuffle(shuffle_buffer, seed=stage_seed(seed, "echo_shuffle"))
+        ds = ds.shuffle(_bounded(ds, shuffle_buffer, "echo.shuffle_buffer"), seed=stage_seed(seed, "echo_shuffle"))
     return ds
+
+
+# A shuffle buffer may hold at most this share of the memory available when the run starts.
+MEMORY_SHARE = 0.5
+# What tf.data keeps per element and component beyond its values (a tensor's header and the buffer's slot).
+ELEMENT_OVERHEAD_BYTES = 256
+
+
+def _bounded(ds: tf.data.Dataset, size: int, key: str) -> int:
+    """``size``, unless a shuffle buffer of that many of ``ds``'s elements would take more than MEMORY_SHARE of
+    the memory available now: then ConfigError naming ``key``, what it would take and what there is."""
+    values = _bytes_per_example(ds.element_spec)
+    if values is None:  # variable-sized elements: their size is known only as they come
+        return size
+    per_element = values + ELEMENT_OVERHEAD_BYTES * len(tf.nest.flatten(ds.element_spec))
+    available = psutil.virtual_memory().available
+    if size * per_element <= MEMORY_SHARE * available:
+        return size
+    most = int(MEMORY_SHARE * available // per_element)
+    raise ConfigError(key, size, "", (
+        f"{key}={size} would hold about {size * per_element / 2**30:.1f} GiB ({per_element} bytes an element) and "
+        f"this machine has {available / 2**30:.1f} GiB available: at most {most} here"))
 
 
 def check_service(address: str, timeout_s: float) -> None:

@@ -1,0 +1,194 @@
+"""What an unlucky user meets on a shared cluster: damaged data and run files, a full disk, signals from the first
+instant, odd paths, keys added with +, buffers larger than the machine. Each ends in one line, the right exit
+status and no traceback, and loses nothing already done."""
+
+import errno
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST, compose_config, metric_rows
+from echo_experiments.runs import DiskFull, RunDir
+from echo_experiments.schema import ConfigError
+from echo_experiments.sweep import check_command_line
+from echo_experiments.train import run
+
+# 320 steps of 32 with a checkpoint every 64 and an evaluation every 32 steps, trained past the target.
+LONG = [*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=10240", "trainer.checkpoint_every_steps=64"]
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "echo_experiments", *args]
+
+
+def one_line(proc: subprocess.CompletedProcess, code: int, starts: str) -> str:
+    """The error line of a finished command, checked: its status, no traceback, and how the line begins."""
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {starts}"), proc.stderr[-3000:]
+    return errors[0]
+
+
+def killed_at(run_dir: Path, rows: int) -> list[int]:
+    """Run LONG in another process, SIGKILL it once it has written ``rows`` metric rows, and return the steps of
+    the complete checkpoints it left (a save in flight when it died is not one)."""
+    proc = subprocess.Popen(command(*LONG, f"hydra.run.dir={run_dir}"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if (run_dir / "metrics.jsonl").exists() and len((run_dir / "metrics.jsonl").read_text().splitlines()) >= rows:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert not (run_dir / "summary.json").exists()
+    return sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def garble(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"\0garbage" * 16)
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    run(compose_config(*LONG), tmp_path / "whole")
+    steps = killed_at(tmp_path / "cut", rows=7)
+    assert len(steps) == 2  # the newest two complete ones
+    garble(tmp_path / "cut" / "checkpoints" / str(steps[-1]))
+    record = run(compose_config(*LONG), tmp_path / "cut")
+    assert record.steps == 320 and metric_rows(tmp_path / "cut") == metric_rows(tmp_path / "whole")
+
+
+def test_when_no_checkpoint_can_be_read_the_line_says_how_to_start_over(tmp_path):
+    steps = killed_at(tmp_path, rows=7)
+    assert steps
+    for step in steps:
+        garble(tmp_path / "checkpoints" / str(step))
+    with pytest.raises(ConfigError, match=r"no checkpoint in \S+ can be read .*: add trainer.restart=true"):
+        run(compose_config(*LONG), tmp_path)
+
+
+def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tmp_path, monkeypatch):
+    run(compose_config(*LONG), tmp_path / "whole")
+    cut = tmp_path / "cut"
+    original = RunDir.append_metrics
+
+    def disk_fills_at_the_eighth_row(self, row):
+        if row["step"] == 256:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path / "metrics.jsonl"))
+        original(self, row)
+    monkeypatch.setattr(RunDir, "append_metrics", disk_fills_at_the_eighth_row)
+    with pytest.raises(DiskFull, match=r"no space left on the device of \S+ .*free space and run the same command"):
+        run(compose_config(*LONG), cut)
+    assert not (cut / "summary.json").exists()  # no failed record: nothing can be written, and nothing failed
+    monkeypatch.setattr(RunDir, "append_metrics", original)
+    run(compose_config(*LONG), cut)
+    assert metric_rows(cut) == metric_rows(tmp_path / "whole")
+
+
+def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path):
+    proc = subprocess.Popen(command(*LONG, "trainer.max_fresh_examples=10000000", f"hydra.run.dir={tmp_path}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    line = one_line(subprocess.CompletedProcess([], proc.returncode, "", err), 128 + signal.SIGHUP,
+                    "stopped by SIGHUP at step ")
+    assert "run the same command to resume" in line and any((tmp_path / "checkpoints").iterdir())
+
+
+@pytest.mark.parametrize("signum,after_s", [(signal.SIGINT, 1.0), (signal.SIGTERM, 9.0)])
+def test_a_signal_while_starting_is_one_line(tmp_path, signum, after_s):
+    """Early (importing, composing) and later (the timing facts, on slow storage that makes them last)."""
+    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=40", "trainer.profile_batches=50",
+                                    f"hydra.run.dir={tmp_path}"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(after_s)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    one_line(subprocess.CompletedProcess([], proc.returncode, "", err), 128 + signum,
+             f"stopped by {signal.Signals(signum).name} while starting")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dispatcher_without_workers_ends_the_run_within_the_timeout_timing_facts_included(tmp_path):
+    port = _free_port()
+    dispatcher = subprocess.Popen([sys.executable, "-m", "echo_experiments.service", "dispatcher", "--port",
+                                   str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert dispatcher.stdout.readline().startswith("dispatcher at")
+        began = time.time()
+        proc = subprocess.run(command(*FAST, f"data.service=grpc://localhost:{port}", "data.timeout_s=5",
+                                      "trainer.profile_batches=20", f"hydra.run.dir={tmp_path}"),
+                              capture_output=True, text=True, timeout=300)
+        one_line(proc, 3, "no batch from the tf.data service")
+        assert time.time() - began < 120
+    finally:
+        dispatcher.terminate()
+        dispatcher.wait(timeout=30)
+
+
+def test_damaged_data_files_are_one_line(tmp_path, data_dir):
+    copy = tmp_path / "data"
+    shutil.copytree(Path(data_dir) / "synthetic_images", copy / "synthetic_images")
+    shards = sorted((copy / "synthetic_images").rglob("*train.tfrecord*"))
+    shards[0].write_bytes(shards[0].read_bytes()[:1000])  # truncated mid-record
+    proc = subprocess.run(command(*FAST, f"data.dir={copy}", f"hydra.run.dir={tmp_path / 'run'}"),
+                          capture_output=True, text=True, timeout=300)
+    one_line(proc, 3, "the input pipeline failed reading from")
+    info = next((copy / "synthetic_images").rglob("dataset_info.json"))
+    info.write_text(info.read_text().replace('"version": "1.0.0"', '"version": "9.9.9"'))
+    proc = subprocess.run(command(*FAST, f"data.dir={copy}", f"hydra.run.dir={tmp_path / 'run2'}"),
+                          capture_output=True, text=True, timeout=300)
+    one_line(proc, 2, "synthetic_images")
+
+
+@pytest.mark.parametrize("args,code,starts", [
+    (["hydra.run.dir=/proc/run"], 2, "hydra.run.dir=/proc/run cannot be used (nothing can be made in /proc"),
+    ([f"hydra.run.dir=/tmp/{'x' * 300}"], 2, "hydra.run.dir=/tmp/xxx"),
+    (["data.dir=/proc"], 2, "synthetic_images is not prepared in /proc, which cannot be written"),
+    (["workload=fashion_mnist", "workload.shuffle_buffer=10000000"], 2,
+     "workload.shuffle_buffer=10000000 would hold about"),
+])
+def test_paths_and_buffers_the_run_cannot_use_are_one_line(tmp_path, args, code, starts):
+    run_dir = [] if any(a.startswith("hydra.run.dir") for a in args) else [f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.run(command(*FAST, *args, *run_dir), capture_output=True, text=True, timeout=300)
+    one_line(proc, code, starts)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["+foo=1"], "foo is not a key: the config has workload, echo"),
+    (["+trainer.foo=1"], "trainer.foo is not a key: trainer has max_fresh_examples"),
+    (["+workload.model.foo=1"], "workload.model.foo is not a key: workload.model has arch, depth, width"),
+    (["workload.task=.relative:X"], "workload.task=.relative:X is not allowed"),
+])
+def test_keys_added_with_plus_and_relative_tasks_are_refused(argv, message):
+    assert check_command_line(argv).startswith(message)
+
+
+def test_a_damaged_summary_or_config_in_a_run_directory_is_one_line(tmp_path):
+    RunDir(tmp_path).start(compose_config(*FAST))
+    (tmp_path / "summary.json").write_text("[]")
+    proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)
+    line = one_line(proc, 2, f"{tmp_path / 'summary.json'} is damaged")
+    assert "trainer.restart=true" in line
+    os.remove(tmp_path / "summary.json")
+    (tmp_path / "config.yaml").write_text("a: [unclosed")
+    proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)
+    one_line(proc, 2, f"{tmp_path / 'config.yaml'} is damaged")
