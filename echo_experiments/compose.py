@@ -8,7 +8,7 @@ runs, and each error becomes a ConfigError naming the key, the value and what is
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Iterable, Optional
 
 from hydra import compose, initialize_config_module
@@ -146,18 +146,26 @@ def _missing_option(e: MissingConfigException, overrides: list[str]) -> ConfigEr
     options = ", ".join(sorted(e.options or []))
     if not group:
         return ConfigError("", None, "", _first_line(str(e)))
-    return ConfigError(group, option, f"one of {options}")
+    hint = (" (one of your own? its config folder joins the search path: 'hydra.searchpath=[file://conf]')"
+            if group in ("workload", "experiment") else "")
+    return ConfigError(group, option, f"one of {options}{hint}")
 
 
 def _composition_error(e: ConfigCompositionException, overrides: list[str]) -> ConfigError:
-    cause = e.__cause__
+    # Hydra chains OmegaConf's error as the cause, or (merging a config file) only as the context.
+    cause = e.__cause__ or e.__context__
     key = getattr(cause, "full_key", None)
     if not key:
         return ConfigError("", None, "", _first_line(str(e)))
     value = _override_value(key, overrides)
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
         section = key.rpartition(".")[0]
-        return ConfigError.unknown_key(key, _known_keys(section, overrides, key))
+        # The section's own type says what it holds (a user's workload has options, a built-in one does not).
+        typed = getattr(cause, "object_type", None)
+        known = [f.name for f in fields(typed)] if is_dataclass(typed) else _known_keys(section, overrides, key)
+        error = ConfigError.unknown_key(key, known)
+        where = re.match(r"In '([^']+)'", str(e))  # the config file that holds the key, when it is one
+        return ConfigError(key, None, "", f"{error} (in {where.group(1)}.yaml)") if where else error
     allowed = registry.allowed_for(key) or _first_line(str(cause))
     return ConfigError(key, value, allowed)
 

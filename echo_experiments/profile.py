@@ -42,6 +42,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"idle        {summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training "
           f"time was not spent in train steps (after {summary.startup_s:.1f} s to the first batch)")
     print(f"recommended echo factor: {timing.recommended_echo_factor():g} (the largest e <= R)")
+    print(timing.advice(summary.other_cores))
     return 0
 
 

@@ -15,6 +15,7 @@ import argparse
 import signal
 import socket
 import sys
+import time
 from typing import Optional
 
 
@@ -43,13 +44,19 @@ def _port_problem(number: int) -> Optional[str]:
 
 
 def _unreachable(address: str, timeout_s: float) -> Optional[str]:
+    """Why the dispatcher at ``address`` cannot be reached within ``timeout_s`` (None: it answered). It is asked
+    again every half second: a worker may start before its dispatcher."""
     host, _, number = address.rpartition(":")
-    try:
-        socket.create_connection((host, int(number)), timeout=timeout_s).close()
-    except (OSError, ValueError) as e:
-        return (f"the dispatcher at {address} does not answer ({e}; waited up to {timeout_s:g} s): start it first "
-                "(python -m echo_experiments.service dispatcher --port PORT), or fix --dispatcher HOST:PORT")
-    return None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, int(number)), timeout=max(0.1, deadline - time.monotonic())).close()
+            return None
+        except (OSError, ValueError) as e:
+            if isinstance(e, ValueError) or time.monotonic() >= deadline:
+                return (f"the dispatcher at {address} does not answer ({e}; waited {timeout_s:g} s): start it first "
+                        "(python -m echo_experiments.service dispatcher --port PORT), or fix --dispatcher HOST:PORT")
+            time.sleep(0.5)
 
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:

@@ -18,7 +18,7 @@ Every run measures the first two before it trains and writes all of them into it
 import gc
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import jax
 import numpy as np
@@ -40,6 +40,21 @@ class Timing:
     def recommended_echo_factor(self) -> float:
         """The largest e <= R (two decimals), at least 1: the most echoing that is still free."""
         return max(1.0, float(np.floor(self.ratio * 100) / 100))
+
+    def advice(self, other_cores: Optional[float] = None, busy: float = 0.2) -> str:
+        """What to do with the numbers, in words; a warning when other processes kept more than ``busy`` cores
+        busy while they were measured (R moves with the machine's load)."""
+        if self.ratio < 1:
+            text = (f"advice: not input-bound (R = {self.ratio:.2f} < 1): the step, not the input, is the "
+                    "bottleneck, so echoing will not save time")
+        else:
+            text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g} "
+                    "and compare seconds (and fresh examples) to target with the baseline on the same fresh-example "
+                    "schedule (docs/your-model.md)")
+        if other_cores is not None and other_cores > busy:
+            text += (f"\nwarning: other processes kept {other_cores:.2f} cores busy while this measured: R moves "
+                     "with the machine's load; measure again when it is idle")
+        return text
 
     def idle_fraction(self, steps: int, elapsed_s: float, busy_s: float = 0.0) -> float:
         """Of ``elapsed_s``, the share neither in train steps nor in other accelerator work (``busy_s``)."""

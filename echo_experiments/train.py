@@ -193,10 +193,14 @@ class Trainer:
             return None
         at_start = self.mesh.put_scalar(0)
         waits = Batches(None, self.t.timeout_s, self.source)
+
+        def pull(fn):  # a signal ends the measurement at the next batch, not at its end
+            self._started()
+            return waits.call(fn)
         try:
             facts = timing.measure(self.workload, self.spec.pipeline, self.store, self.mesh.host,
                                    lambda state, batch: train_step(state, batch, at_start), state,
-                                   self.t.profile_batches, pull=waits.call)
+                                   self.t.profile_batches, pull=pull)
         finally:
             waits.close()
         log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,

@@ -111,7 +111,7 @@ def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path):
 @pytest.mark.parametrize("signum,after_s", [(signal.SIGINT, 1.0), (signal.SIGTERM, 9.0)])
 def test_a_signal_while_starting_is_one_line(tmp_path, signum, after_s):
     """Early (importing, composing) and later (the timing facts, on slow storage that makes them last)."""
-    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=40", "trainer.profile_batches=50",
+    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=20", "trainer.profile_batches=40",
                                     f"hydra.run.dir={tmp_path}"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     time.sleep(after_s)

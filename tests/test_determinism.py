@@ -16,8 +16,8 @@ WORKLOADS = {
     "transformer_pydocs": ["workload.model.d_model=32", "workload.model.mlp_dim=64", "workload.text.seq_len=64",
                            "workload.batch_size=16", "workload.eval_examples=64", "echo=before_batching",
                            "trainer.max_steps=30", "trainer.eval_every_fresh_examples=160"],
-    "ssd_fashion": ["workload.eval_examples=50", "echo=after_augmentation", "trainer.max_steps=20",
-                    "trainer.eval_every_fresh_examples=160"],
+    "ssd_fashion": ["workload.eval_examples=20", "echo=after_augmentation", "trainer.max_steps=12",
+                    "trainer.eval_every_fresh_examples=96"],
 }
 
 

@@ -45,4 +45,11 @@ def test_profile_command_prints_the_timing_facts():
     out = proc.stdout
     for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: "):
         assert label in out
-    assert "40-step run" in out
+    assert "40-step run" in out and "advice: " in out
+
+
+def test_the_advice_says_what_to_do_and_when_the_machine_was_busy():
+    assert Timing(0.01, 0.04).advice(0.0).startswith("advice: not input-bound (R = 0.25 < 1)")
+    text = Timing(0.5, 0.1).advice(0.01)
+    assert text.startswith("advice: input-bound by R = 5.00: try echo.factor=5 ") and "warning" not in text
+    assert "warning: other processes kept 1.30 cores busy" in Timing(0.5, 0.1).advice(1.3)

@@ -59,6 +59,7 @@ def test_two_devices_give_the_one_device_loss_curve(tmp_path):
         assert abs(x["accuracy"] - y["accuracy"]) <= 3 / 512
 
 
+@pytest.mark.slow  # make test kills and resumes a run on local storage (test_damage); this adds emulated storage
 def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(tmp_path, caplog):
     # Records read through emulated storage (2 ms each): 200 steps take seconds, time enough to kill the run.
     args = ("trainer.checkpoint_every_steps=40", "trainer.max_steps=200", "storage=emulated", "storage.latency_ms=2")

@@ -30,10 +30,10 @@ def test_the_default_runs_first_evaluations_are_unchanged(tmp_path):
     golden = reference()
     # A step cap stops the run early without touching its schedule (which decays over the fresh-example budget);
     # the timing facts measure copies, so leaving them out changes no number.
-    record = run(compose_config("trainer.max_steps=400", "trainer.progress=false", "trainer.tensorboard=false",
+    record = run(compose_config("trainer.max_steps=200", "trainer.progress=false", "trainer.tensorboard=false",
                                 "trainer.profile_batches=0"), tmp_path)
     rows = [{k: r[k] for k in KEYS} for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())]
-    assert rows == golden["rows"][:2] and record.steps == 400 and record.fresh_examples == 400 * 64
+    assert rows == golden["rows"][:1] and record.steps == 200 and record.fresh_examples == 200 * 64
 
 
 @pytest.mark.slow

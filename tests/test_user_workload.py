@@ -57,3 +57,51 @@ def test_a_class_that_breaks_the_contract_gets_one_line_naming_what_it_lacks(tmp
         "workload.task=no_such_module:Thing is not allowed: one of image_classification, language_model, detection, "
         "or module:Class")
     assert check_command_line([SEARCH, "workload=fashion_mlp"]) is None
+
+
+BROKEN = """from fashion_mlp import FashionMLP
+
+
+class DropsReadIds(FashionMLP):
+    def decode(self, record):
+        return {"image": super().decode(record)["image"], "label": record["label"]}
+
+
+class Undecoded(FashionMLP):
+    def decode(self, record):
+        return {**record}
+"""
+
+
+def _user_run(tmp_path, *args):
+    mine = tmp_path / "mine"
+    shutil.copytree(EXAMPLES, mine, ignore=shutil.ignore_patterns("__pycache__", "multirun", "runs"))
+    (mine / "broken.py").write_text(BROKEN)
+    return subprocess.run([sys.executable, "-m", "echo_experiments", *args, "trainer.max_steps=2",
+                           "trainer.profile_batches=0", "trainer.progress=false", "workload.shuffle_buffer=64",
+                           "hydra.run.dir=runs/one"], cwd=mine, capture_output=True, text=True, timeout=300)
+
+
+def one_error_line(proc) -> str:
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    return lines[0]
+
+
+def test_errors_in_a_users_own_workload_are_one_line_naming_what_to_fix(tmp_path):
+    typo = tmp_path / "typo"
+    (typo / "workload").mkdir(parents=True)
+    text = (EXAMPLES / "conf" / "workload" / "fashion_mlp.yaml").read_text()
+    (typo / "workload" / "typo_mlp.yaml").write_text(text.replace("  options:", "  optionz:"))
+    assert one_error_line(_user_run(tmp_path / "a", f"hydra.searchpath=[file://{typo}]", "workload=typo_mlp")) \
+        .endswith("options (in workload/typo_mlp.yaml)")
+    assert "hydra.searchpath=[file://conf]" in one_error_line(_user_run(tmp_path / "b", "workload=fashion_mlp"))
+    dropped = one_error_line(_user_run(tmp_path / "c", SEARCH, "workload=fashion_mlp",
+                                       "workload.task=broken:DropsReadIds"))
+    assert dropped.startswith("error: DropsReadIds.decode must return every example with its read_id")
+    undecoded = one_error_line(_user_run(tmp_path / "d", SEARCH, "workload=fashion_mlp",
+                                         "workload.task=broken:Undecoded"))
+    assert undecoded.startswith("error: Undecoded.decode hands on image as string")
+    lost = one_error_line(_user_run(tmp_path / "e", SEARCH, "workload=fashion_mlp", "workload.task=nowhere:Thing"))
+    assert "is its folder on PYTHONPATH" in lost

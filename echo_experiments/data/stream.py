@@ -77,14 +77,52 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
     if host.count > 1:
         ds = ds.shard(host.count, host.index)
     ds = ds.repeat(epochs).enumerate().map(_plain(lambda i, x: {**x, "read_id": i * host.count + host.index}))
-    ds = ds.map(_plain(workload.decode), num_parallel_calls=AUTOTUNE)
+    ds = _traced(lambda: ds.map(_plain(workload.decode), num_parallel_calls=AUTOTUNE), workload, "decode")
+    _trainable(_kept_read_ids(ds, workload, "decode"), workload, "decode", shapes=False)
     ds = ds.shuffle(_bounded(ds, spec.shuffle_buffer, "workload.shuffle_buffer"), seed=stage_seed(seed, "shuffle"))
     ds = point(ds, "E1")
-    ds = _augment(ds, workload, seed)
+    ds = _kept_read_ids(_traced(lambda: _augment(ds, workload, seed), workload, "augment"), workload, "augment")
     ds = point(ds, "E2")
     ds = ds.batch(local_batch, drop_remainder=True)
-    ds = point(ds, "E3", batched=True)
+    ds = _trainable(point(ds, "E3", batched=True), workload, "batches")
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _kept_read_ids(ds: tf.data.Dataset, workload: Any, stage: str) -> tf.data.Dataset:
+    """``ds``, unless a workload's stage dropped the read ids that fresh examples are counted by: ConfigError."""
+    if not isinstance(ds.element_spec, dict) or "read_id" not in ds.element_spec:
+        name = type(workload).__name__
+        raise ConfigError("workload.task", name, "", (
+            f"{name}.{stage} must return every example with its read_id (it returned "
+            f"{_keys(ds.element_spec)}): start its result from the example it was given, {{**example, ...}}"))
+    return ds
+
+
+def _trainable(ds: tf.data.Dataset, workload: Any, stage: str, shapes: bool = True) -> tf.data.Dataset:
+    """``ds``, unless what ``stage`` hands on holds what a train step cannot take (text, or, in batches, a shape
+    that varies): ConfigError naming the part, e.g. an image left undecoded."""
+    for key, spec in ds.element_spec.items():
+        if spec.dtype == tf.string or (shapes and not spec.shape[1:].is_fully_defined()):
+            name = type(workload).__name__
+            raise ConfigError("workload.task", name, "", (
+                f"{name}.{stage} hands on {key} as {spec.dtype.name} of shape {spec.shape}: a train step takes "
+                "numbers of a fixed shape; decode (or augment) it into one"))
+    return ds
+
+
+def _traced(build: Callable[[], tf.data.Dataset], workload: Any, stage: str) -> tf.data.Dataset:
+    """``build()``, where tracing a workload's stage over its examples fails: ConfigError with the stage's error."""
+    try:
+        return build()
+    except (TypeError, ValueError) as e:
+        name = type(workload).__name__
+        first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise ConfigError("workload.task", name, "", f"{name}.{stage} fails on its examples: {first.strip()[:200]}") \
+            from None
+
+
+def _keys(spec: Any) -> str:
+    return ", ".join(spec) if isinstance(spec, dict) else type(spec).__name__
 
 
 def _augment(ds: tf.data.Dataset, workload: Any, seed: int) -> tf.data.Dataset:

@@ -71,6 +71,8 @@ def placement_bars(table: pd.DataFrame, factor: float = 2.0) -> Optional[Figure]
     panels = sorted({(r.workload, r.batch_size) for r in at[at["echo_factor"] == factor].itertuples()})
     if not panels:
         return None
+    if not np.isfinite(at["median"].to_numpy(dtype=float)).any():  # bars of nothing would be an empty figure
+        raise ValueError(f"no condition reached the target at echo factor {factor:g} or without echoing")
     fig, axes = _panels([f"{w}, batch {b}" for w, b in panels], f"Fresh examples to target at echo factor {factor:g}")
     for ax, (workload, batch_size) in zip(axes, panels):
         rows = at[(at["workload"] == workload) & (at["batch_size"] == batch_size)]

@@ -53,8 +53,8 @@ class ImageClassification(Workload):
 
     def decode(self, record: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         image = tf.io.decode_image(record["image"], channels=self.channels, expand_animations=False)
-        if self.stored_shape:
-            image.set_shape(self.stored_shape)
+        # decode_image leaves even the channels unknown; a train step is compiled for a fixed shape.
+        image.set_shape(self.stored_shape or (None, None, self.channels))
         return {"image": image, "label": record["label"], "read_id": record["read_id"]}
 
     def augment(self, example: Mapping[str, tf.Tensor], seed: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -140,6 +140,7 @@ def _random_resized_crop(image: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Ten
         min_object_covered=0.1, aspect_ratio_range=(3 / 4, 4 / 3), area_range=(0.08, 1.0), max_attempts=10,
         use_image_if_no_bounding_boxes=True)
     crop = tf.slice(image, begin, extent)
+    crop.set_shape([None, None, image.shape[-1]])  # a slice by tensors forgets the channels
     return _to_uint8(tf.image.resize(crop, (size, size)))
 
 
