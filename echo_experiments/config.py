@@ -154,8 +154,9 @@ class TrainerConfig:
     # TensorBoard event files in <run dir>/tb (events.py): curves on steps and on fresh examples, HParams.
     tensorboard: bool = setting(True, "true or false (TensorBoard event files in <run dir>/tb)", boolean)
     # Orbax checkpoints (with the input iterator's state) at the first step after this many seconds of training
-    # since the last one, every checkpoint_every_steps steps, and at the end. A checkpoint of the default run
-    # costs about 1.5 s (the shuffle buffer's contents), so a time cadence bounds the cost at any step rate.
+    # since the last one, every checkpoint_every_steps steps, and when a signal stops it. A checkpoint of the
+    # default run costs about 1.5 s (the shuffle buffer's contents), so a time cadence bounds the cost at any
+    # step rate.
     checkpoint_every_seconds: float = setting(600.0, "a real number >= 0 (0 = not by time)", real(0))
     checkpoint_every_steps: int = setting(0, "an integer >= 0 (0 = not by step count)", integer(0))
     precision: str = setting("float32", "one of float32, bfloat16 (bfloat16 compute, float32 parameters)",

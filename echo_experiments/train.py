@@ -7,8 +7,8 @@ times the steps. The loop reads a device value only at evaluations and checkpoin
 asynchronously. What each of its times counts is written in clocks.py.
 
 A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or every
-``trainer.checkpoint_every_steps``) and at the end; started again in the same directory after being killed,
-it resumes from the last checkpoint and ends as it would have without the interruption.
+``trainer.checkpoint_every_steps``) and when a signal stops it; started again in the same directory after
+being killed, it resumes from the last checkpoint and ends as it would have without the interruption.
 """
 
 import logging
@@ -291,9 +291,10 @@ class Trainer:
                 self._evaluate(state, step, count, losses, loop, outcome, clocks, bar)
                 losses = []
                 outcome.stop = outcome.stop or spent
-            # A signal stops at this step boundary with a checkpoint to resume from (when checkpointing).
-            if self.checkpoints and self._checkpoint_due(step, outcome.stop or self.stops.signalled is not None,
-                                                         clocks):
+            # A signal stops at this step boundary with a checkpoint to resume from (when checkpointing); a run
+            # that ended (target, budget, divergence) writes its record instead: it is never resumed.
+            if (self.checkpoints and not outcome.stop
+                    and self._checkpoint_due(step, self.stops.signalled is not None, clocks)):
                 with clocks.checkpointing() as clock_state:
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
                     self.checkpoints.save(step, state, self.iterator, fresh.seen,

@@ -62,7 +62,7 @@ def garble(folder: Path) -> None:
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
     run(compose_config(*LONG), tmp_path / "whole")
     steps = killed_at(tmp_path / "cut", rows=7)
-    assert len(steps) == 2  # the newest two complete ones
+    assert len(steps) >= 2  # the newest two complete ones (and an older one not yet deleted when it died)
     garble(tmp_path / "cut" / "checkpoints" / str(steps[-1]))
     record = run(compose_config(*LONG), tmp_path / "cut")
     assert record.steps == 320 and metric_rows(tmp_path / "cut") == metric_rows(tmp_path / "whole")
