@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.report", description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them (any depth)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the report")
+    parser.add_argument("--include-shared", action="store_true",
+                        help="take seconds also from runs that shared the machine (marked as such in report.md)")
     parser.add_argument("--mixed-machines", action="store_true",
                         help="report a condition whose runs come from several CPU models (refused otherwise)")
     args = parser.parse_args(argv)
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
               "them apart, or add --mixed-machines to report them together, marked", file=sys.stderr)
         return 2
     command = " ".join(["python -m echo_experiments.report", *(argv or sys.argv[1:])])
-    written = write_report(trials, curves, search, skipped, args.out, command=command, mixed=mixed)
+    written = write_report(trials, curves, search, skipped, args.out, command=command, mixed=mixed,
+                           include_shared=args.include_shared)
     print(f"{len(trials)} runs ({len(skipped)} skipped) -> {args.out}: {', '.join(written)}")
     return 0
 
@@ -68,11 +71,11 @@ def _argument_problem(runs: list[Path], out: Path) -> str | None:
 
 
 def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFrame, skipped: list, out: Path,
-                 command: str, mixed: pd.DataFrame = None) -> list[str]:
+                 command: str, mixed: pd.DataFrame = None, include_shared: bool = False) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     fresh = tables.fresh_examples_to_target(trials)
     bounds = tables.search_bounds(trials, search)
-    speed = tables.speedups(trials)
+    speed = tables.speedups(trials, include_shared)
     final = tables.final_performance(trials)
     partial = tables.unfinished(trials)
     best = tables.best_trials(trials)
@@ -104,7 +107,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
             plt.close(fig)
     named = {"fresh": fresh, "paired": paired, "best_of_k": best_k, "speed": speed, "final": final, "bounds": bounds,
              "partial": partial}
-    (out / "report.md").write_text(report_text(named, trials, skipped, drawn, command, notes, mixed))
+    (out / "report.md").write_text(report_text(named, trials, skipped, drawn, command, notes, mixed, include_shared))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 

@@ -125,7 +125,7 @@ def alone(trials: pd.DataFrame) -> pd.Series:
     return trials["other_cores"].map(was_alone).astype(bool)
 
 
-def speedups(trials: pd.DataFrame) -> pd.DataFrame:
+def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:
     """Per condition: median/min/max over studies of the seconds to target of each study's best trial (the
     trial fresh_examples_to_target counts, the one ``python -m echo_experiments.retime`` times again), taken
     from a run of that trial that had the machine to itself; the speedup over the baseline as per-study pairs
@@ -140,7 +140,7 @@ def speedups(trials: pd.DataFrame) -> pd.DataFrame:
     since it is not the study's best. n_runs_shared and n_runs_unmeasured count the condition's runs whose
     seconds are not timings (they shared the machine; they recorded nothing of it)."""
     t = trials.assign(trial_id=trial_ids(trials))
-    bests = study_seconds(trials)
+    bests = study_seconds(trials, include_shared)
     n_shared = shared_runs(t).groupby(CONDITION).size()
     n_unmeasured = t[t["other_cores"].isna()].groupby(CONDITION).size()
     rows = []
@@ -182,11 +182,12 @@ def machines(trials: pd.DataFrame) -> pd.DataFrame:
     return mixed.rename("n_cpu_models").reset_index()
 
 
-def study_seconds(trials: pd.DataFrame) -> pd.DataFrame:
+def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:
     """study_bests with each study's ``seconds``: its best trial's seconds to target from a run of it that had
-    the machine to itself (NaN: no such run, untimed; inf: the study never reached the target)."""
+    the machine to itself, or any run of it with ``include_shared`` (NaN: no such run, untimed; inf: the study
+    never reached the target)."""
     t = trials.assign(trial_id=trial_ids(trials))
-    timed = t[alone(t) & (t["status"] == "reached_target")]
+    timed = t[(alone(t) | include_shared) & (t["status"] == "reached_target")]
     seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
     bests = study_bests(trials)
     keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)

@@ -12,7 +12,7 @@ SECONDS = {c: "seconds" for c in ("median_seconds", "min_seconds", "max_seconds"
 
 
 def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list, drawn: dict, command: str,
-                notes: list[str] = (), mixed: pd.DataFrame = None) -> str:
+                notes: list[str] = (), mixed: pd.DataFrame = None, include_shared: bool = False) -> str:
     """The whole report.md from the named tables (fresh, paired, best_of_k, speed, final, bounds, partial)."""
     parts = [
         "# Data echoing report\n",
@@ -22,7 +22,8 @@ def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list,
         "## Fresh examples to target\n", _fresh_text(), table(t["fresh"], COUNTS), _off_factor_text(t["fresh"]),
         "## Paired comparisons: each condition against its baseline, draw by draw\n", _paired_text(),
         table(t["paired"], {}),
-        "## Seconds to target and speedup\n", _seconds_text(trials), table(t["speed"], SECONDS),
+        "## Seconds to target and speedup\n", _seconds_text(trials), _shared_note(include_shared),
+        table(t["speed"], SECONDS),
         _shared_list(trials),
         "## Best metric reached (final performance)\n", table(t["final"], {}),
         "## Best of k trials\n", _best_of_k_text(), table(t["best_of_k"], {"median_best": "count"}),
@@ -82,6 +83,13 @@ def _seconds_text(trials: pd.DataFrame) -> str:
             "it. n_runs_shared counts the runs that shared the machine (listed below), n_runs_unmeasured those made "
             f"before that was recorded ({int(trials['other_cores'].isna().sum())} here), whose seconds are not "
             "timings either.\n")
+
+
+def _shared_note(include_shared: bool) -> str:
+    if not include_shared:
+        return ""
+    return ("**Shared timings included** (--include-shared): these seconds come also from runs that shared the "
+            "machine with other work (listed below); they are not clean timings.\n")
 
 
 def _best_of_k_text() -> str:
