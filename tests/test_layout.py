@@ -19,7 +19,8 @@ LAYERS = [
                   "sweep", "compose", "compare"]),
     ("training", ["train", "train_step", "tuning", "report", "stops", "clocks", "waits"]),
     ("workloads", ["workloads"]),
-    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing"]),
+    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing",
+                         "tfdata"]),
     ("foundation", ["config", "schema", "specs", "runs", "record", "machine", "private_api", "data.placement"]),
 ]
 
