@@ -16,6 +16,7 @@ import tensorflow_datasets as tfds
 from filelock import FileLock, Timeout
 from google.protobuf import json_format
 
+from echo_experiments.data import files
 from echo_experiments.data.offline import (FASHION_MNIST_DIR, PYTHON_DOCS_DIR, DebianFashionMnist,
                                              FashionMnistDetection, PythonDocs, SyntheticImages, compose_canvas,
                                              read_idx)
@@ -68,6 +69,16 @@ class Source:
     @property
     def num_classes(self) -> int:
         return self.builder.info.features["label"].num_classes
+
+    @property
+    def image_shape(self) -> Optional[tuple]:
+        """The stored images' shape (None where a size varies), when the data set has images."""
+        features = self.builder.info.features
+        return tuple(features["image"].shape) if "image" in features else None
+
+    @property
+    def data_dir(self) -> str:
+        return str(self.builder.data_dir_root)
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         """One epoch of records, image bytes undecoded; files are read in a seeded order."""
@@ -140,9 +151,36 @@ def _load(dataset: str, split: str, directory: Path) -> Source:
         return Source(dataset, _offline(PythonDocs, PYTHON_DOCS_DIR / "library", directory), split)
     if dataset == "synthetic_images":
         return Source(dataset, _offline(SyntheticImages, None, directory), split)
+    if files.parse(dataset):
+        try:
+            return files.load(dataset, split)
+        except files.FileMissing as e:
+            raise DataMissing(str(e)) from None
     if dataset.split("/")[0] not in HOW_TO_GET:
-        raise DataMissing(f"unknown data set {dataset!r}; known: {', '.join(HOW_TO_GET)}")
+        return Source(dataset, _prepared(dataset, directory), split)
     return Source(dataset, tfds.builder(dataset, data_dir=str(directory)), split)
+
+
+def _prepared(dataset: str, directory: Path) -> tfds.core.DatasetBuilder:
+    """A data set TFDS has prepared in ``directory`` that this package does not know by name (one of TFDS's
+    catalogue, or one a user stored with tfds.dataset_builders.store_as_tfds_dataset)."""
+    try:
+        builder = tfds.builder(dataset, data_dir=str(directory))
+        if builder.is_prepared():
+            return builder
+    except (tfds.core.registered.DatasetNotFoundError, ValueError):
+        pass
+    name, _, version = dataset.partition(":")
+    folder = directory / name
+    versions = sorted((p for p in folder.glob("*") if (p / "dataset_info.json").exists()), key=lambda p: p.name)
+    chosen = [p for p in versions if p.name == version] if version else versions[-1:]
+    if not chosen:
+        raise DataMissing(
+            f"unknown data set {dataset!r}: not prepared in {directory} (no {folder}/<version>/dataset_info.json); "
+            f"this package knows {', '.join(HOW_TO_GET)}; prepare yours with `tfds build` or "
+            "tfds.dataset_builders.store_as_tfds_dataset into data.dir, or name your files as npz:<folder>, "
+            "images:<folder> or tfrecord:<folder> (docs/your-model.md)")
+    return tfds.builder_from_directory(str(chosen[-1]))
 
 
 def _fashion_mnist(directory: Path) -> tfds.core.DatasetBuilder:

@@ -222,7 +222,7 @@ class Store:
         self.cfg, self.source, self.server = storage, source, None
         if storage.kind == "http":
             if storage.url is None:
-                self.server = LoopbackServer(source.name, source.split, str(source.builder.data_dir_root),
+                self.server = LoopbackServer(source.name, source.split, source.data_dir,
                                              storage.latency_ms, storage.bandwidth_mb_s)
             self.url = storage.url or self.server.url
             _meta(self.url)  # an unreachable store fails here, before training

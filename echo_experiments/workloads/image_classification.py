@@ -33,7 +33,7 @@ class ImageClassification(Workload):
         super().__init__(cfg, data_dir, compute_dtype)
         self.num_classes = self.train_source.num_classes
         self.model = resnet.build(cfg.model, self.num_classes)
-        stored = self.train_source.builder.info.features["image"].shape
+        stored = self.train_source.image_shape
         self.channels = stored[-1]
         self.stored_shape = stored if None not in stored else None
         # Plain values: the stage functions are traced by tf.data and must not read the config object.
@@ -45,7 +45,8 @@ class ImageClassification(Workload):
         self.image_shape = (self.image_size, self.image_size, self.channels) if self.image_size else tuple(stored)
         # Images of one stored size are augmented a chunk at a time; ImageNet's vary, so one at a time.
         self.augments_in_chunks = self.stored_shape is not None and not self.image_size
-        mean, std = NORMALIZATION[cfg.dataset]
+        # Data of a user's own: each channel centred on the middle of its range.
+        mean, std = NORMALIZATION.get(cfg.dataset, ((0.5,) * self.channels, (0.25,) * self.channels))
         self._mean = np.asarray(mean, np.float32) * 255
         self._std = np.asarray(std, np.float32) * 255
 

@@ -36,7 +36,7 @@ class ImageAugmentConfig:
 @dataclass
 class ImageClassificationConfig(WorkloadConfig):
     metrics: ClassVar[tuple[str, ...]] = ("accuracy", "loss")
-    datasets: ClassVar[tuple[str, ...]] = ("fashion_mnist", "cifar10", "imagenet2012", "synthetic_images")
+    datasets: ClassVar[tuple[str, ...]] = ()  # any: TFDS's by name, or files (npz:, images:, tfrecord:)
     augments: ClassVar[bool] = True
 
     augment: ImageAugmentConfig = setting(allowed="augmentation options", default_factory=ImageAugmentConfig)
