@@ -50,9 +50,13 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         record = run(cfg, out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:
         fail(str(e))
-    except (Interrupted, StartupInterrupted) as e:  # the shell's convention for a signal: 128 + its number
+    except Interrupted as e:  # the shell's convention for a signal: 128 + its number
         print(f"error: {e}", file=sys.stderr)
         sys.exit(128 + e.signum)
+    except StartupInterrupted as e:  # a thread may still wait on the input (a shuffle buffer filling): at once
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(128 + e.signum)
     except (InputLost, PeerLost, DiskFull) as e:
         # A thread may still be blocked in the unanswered call (inside TensorFlow), and JAX's distributed
         # runtime would abort at exit waiting for the lost peer: exit at once.

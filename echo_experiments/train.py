@@ -276,8 +276,10 @@ class Trainer:
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
         count, step = self.mesh.total(fresh.count), loop.step
         bar = self._progress_bar(count, step)
+        first = True  # the first batch waits for the shuffle buffers to fill: a signal then ends the start-up
         while not outcome.stop and self.stops.signalled is None:
-            batch = inputs.next()
+            batch = inputs.next(self._started if first else lambda: None)
+            first = False
             clocks.first_batch()
             position = count if fresh_units else step
             fresh.update(batch.pop("read_id"))

@@ -35,14 +35,17 @@ def input_source(cfg: Any) -> str:
     return f"the input pipeline reading {cfg.data.dir or 'the TFDS data directory'}"
 
 
-def result_within(future: concurrent.futures.Future, timeout_s: float, slice_s: float = 1.0) -> Any:
+def result_within(future: concurrent.futures.Future, timeout_s: float, slice_s: float = 1.0,
+                  between: Callable[[], None] = lambda: None) -> Any:
     """``future.result()``, waiting at most ``timeout_s`` seconds of this process's own running time.
 
     The wait goes in slices, each counted as what it asked for: a process stopped in the middle of one counts
-    one slice, not the pause (one wait of ``timeout_s`` would blame the input for it).
-    concurrent.futures.TimeoutError once the slices add up to ``timeout_s``."""
+    one slice, not the pause (one wait of ``timeout_s`` would blame the input for it). ``between`` is called
+    after each slice (it may raise to end the wait). concurrent.futures.TimeoutError once the slices add up to
+    ``timeout_s``."""
     waited = 0.0
     while True:
+        between()
         step = min(slice_s, timeout_s - waited)
         try:
             return future.result(timeout=step)
@@ -62,14 +65,15 @@ class Batches:
         self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
         self._stuck = False  # a call ran past the timeout: its thread may never return
 
-    def next(self) -> dict[str, np.ndarray]:
-        return self.call(lambda: {k: v.numpy() for k, v in next(self.iterator).items()})
+    def next(self, between: Callable[[], None] = lambda: None) -> dict[str, np.ndarray]:
+        """The next batch; ``between`` is called every second of the wait (it may raise to end it)."""
+        return self.call(lambda: {k: v.numpy() for k, v in next(self.iterator).items()}, between)
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], Any], between: Callable[[], None] = lambda: None) -> Any:
         """``fn()`` (a call into the input pipeline) on the helper thread, within the timeout."""
         future = self._waiter.submit(fn)
         try:
-            return result_within(future, self.timeout_s)
+            return result_within(future, self.timeout_s, between=between)
         except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
             # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
             causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")

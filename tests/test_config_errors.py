@@ -110,13 +110,6 @@ def test_a_placement_the_workload_has_no_stage_for():
                             "such stage; one of none, before_batching, after_batching")
 
 
-def test_the_schema_lists_the_data_sets_whose_statistics_the_image_task_has():
-    from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
-    from echo_experiments.workloads.image_classification import NORMALIZATION
-
-    assert set(ImageClassificationConfig.datasets) == set(NORMALIZATION)
-
-
 def test_the_program_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
     for argv, message in [(["echo.factor=0"], "echo.factor=0 is not allowed"),
                           (["workload=nope"], "workload=nope is not allowed")]:

@@ -192,3 +192,20 @@ def test_a_damaged_summary_or_config_in_a_run_directory_is_one_line(tmp_path):
     (tmp_path / "config.yaml").write_text("a: [unclosed")
     proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)
     one_line(proc, 2, f"{tmp_path / 'config.yaml'} is damaged")
+
+
+def test_a_signal_while_the_shuffle_buffer_fills_is_one_line_at_once(tmp_path):
+    """The first batch waits for the shuffle buffers to fill (here 10,000 records read through slow storage): a
+    signal then ends the run within a second or two, not once they are full."""
+    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=5", "trainer.profile_batches=0",
+                                    "workload.shuffle_buffer=10000", f"hydra.run.dir={tmp_path}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "config.yaml").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(6)  # compiled, reading: 10,000 reads of 5 ms take about 50 s
+    proc.send_signal(signal.SIGINT)
+    began = time.time()
+    _, err = proc.communicate(timeout=120)
+    one_line(subprocess.CompletedProcess([], proc.returncode, "", err), 130, "stopped by SIGINT while starting")
+    assert time.time() - began < 15

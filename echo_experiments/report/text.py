@@ -22,7 +22,7 @@ def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list,
         "## Fresh examples to target\n", _fresh_text(), table(t["fresh"], COUNTS), _off_factor_text(t["fresh"]),
         "## Paired comparisons: each condition against its baseline, draw by draw\n", _paired_text(),
         table(t["paired"], {}),
-        "## Seconds to target and speedup\n", _seconds_text(trials), _shared_note(include_shared),
+        "## Seconds to target and speedup\n", _seconds_text(trials) + _shared_note(include_shared),
         table(t["speed"], SECONDS),
         _shared_list(trials),
         "## Best metric reached (final performance)\n", table(t["final"], {}),
@@ -88,7 +88,7 @@ def _seconds_text(trials: pd.DataFrame) -> str:
 def _shared_note(include_shared: bool) -> str:
     if not include_shared:
         return ""
-    return ("**Shared timings included** (--include-shared): these seconds come also from runs that shared the "
+    return ("\n**Shared timings included** (--include-shared): these seconds come also from runs that shared the "
             "machine with other work (listed below); they are not clean timings.\n")
 
 
