@@ -1,12 +1,15 @@
-"""``python -m echo_experiments.compare [overrides] [--factor E] [--out DIR]``: does echoing help this training?
+"""``python -m echo_experiments.compare [overrides] [--factor E] [--no-auto] [--out DIR]``: does echoing help
+this training?
 
 One command for the question a user has: profile the input and the step (R, the factor it recommends), then
-train the baseline and the echoed run on the same fresh-example schedule to the workload's target, and print
-fresh examples and seconds to target for both, the speedup beside the one R predicts, and whether other work
-shared the machine while they were timed. Both runs stay in DIR (a run directory each) for the reporter.
+train the baseline, the echoed run and the autopilot (echo.factor=auto) on the same fresh-example schedule to
+the workload's target, and print fresh examples and seconds to target for each, the speedup beside the one R
+predicts, the factor each really echoed at, what an echoed example was worth, and whether other work shared
+the machine while they were timed. The runs stay in DIR (a run directory each) for the reporter.
 """
 
 import argparse
+import logging
 import sys
 import tempfile
 import time
@@ -32,14 +35,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.compare", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
     parser.add_argument("--factor", type=float, help="the echo factor to compare (default: the one R recommends)")
-    parser.add_argument("--out", type=Path, help="where the two runs go (default compare/<workload>/<time>)")
+    parser.add_argument("--no-auto", dest="auto", action="store_false",
+                        help="leave out the autopilot's run (echo.factor=auto after batching)")
+    parser.add_argument("--out", type=Path, help="where the runs go (default compare/<workload>/<time>)")
     return parser.parse_args(argv)
 
 
-def _run(overrides: list[str], out: Path) -> RunRecord:
+def _run(overrides: list[str], out: Path, name: str = "") -> RunRecord:
     error = check_command_line(overrides)
     if error:
         fail(error)
+    if name:
+        print(f"training {name} to the target: {out}", flush=True)
     try:
         return run(next(iter(compose_all(overrides, multirun=False))), out)
     except (ConfigError, DataMissing) as e:
@@ -53,37 +60,63 @@ def profile(overrides: list[str]) -> tuple[Timing, Optional[float]]:
     return Timing(record.upstream_s_per_batch, record.downstream_s_per_step), record.other_cores
 
 
-def table(base: RunRecord, echoed: RunRecord, timing: Timing, factor: float) -> str:
-    """The comparison as Markdown: fresh examples and seconds to target, the speedup and what R predicts."""
+def worth(base: RunRecord, echoed: RunRecord) -> Optional[float]:
+    """What one echoed example was worth in fresh ones: w in fresh_base / fresh_echoed = 1 + w (e_eff - 1), where
+    e_eff is the run's examples trained per fresh example (1: as good as fresh; 0: useless)."""
+    e = echoed.effective_echo_factor
+    if not (base.fresh_examples_to_target and echoed.fresh_examples_to_target and e and e > 1.01):
+        return None
+    return (base.fresh_examples_to_target / echoed.fresh_examples_to_target - 1) / (e - 1)
+
+
+def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
+    """The comparison as Markdown: fresh examples and seconds to target, the speedup beside what R predicts,
+    the factor each run really echoed at and what an echoed example was worth."""
     def cell(value, digits=1):
         return "not reached" if value is None else f"{value:,.{digits}f}"
 
-    predicted = max(1.0, min(factor, timing.ratio))
-    speedup = (base.seconds_to_target / echoed.seconds_to_target
-               if base.seconds_to_target and echoed.seconds_to_target else None)
-    fresh = (echoed.fresh_examples_to_target / base.fresh_examples_to_target
-             if base.fresh_examples_to_target and echoed.fresh_examples_to_target else None)
-    rows = [("baseline", base), (f"e={factor:g} at {echoed.placement}", echoed)]
-    lines = ["| run | fresh examples to target | seconds to target | other cores busy |", "|---|---|---|---|"]
-    lines += [f"| {name} | {cell(r.fresh_examples_to_target, 0)} | {cell(r.seconds_to_target)} | "
-              f"{cell(r.other_cores, 2)} |" for name, r in rows]
+    def speedup(r: RunRecord) -> Optional[float]:
+        return base.seconds_to_target / r.seconds_to_target if base.seconds_to_target and r.seconds_to_target \
+            else None
+
+    rows = [("baseline", base), *echoed]
+    lines = ["| run | fresh examples to target | seconds to target | speedup | predicted | trained per fresh | "
+             "one echoed example worth | other cores busy |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        predicted = timing.predicted_speedup(r.effective_echo_factor or 1.0) if r is not base else None
+        lines.append(f"| {name} | {cell(r.fresh_examples_to_target, 0)} | {cell(r.seconds_to_target)} | "
+                     f"{cell(speedup(r), 2) if r is not base else ''} | {cell(predicted, 2) if predicted else ''} | "
+                     f"{cell(r.effective_echo_factor, 2)} | {cell(worth(base, r), 2) if r is not base else ''} | "
+                     f"{cell(r.other_cores, 2)} |")
     shared = [name for name, r in rows if r.other_cores is None or r.other_cores > SHARED_CORES]
-    lines += ["", f"speedup (baseline seconds / echoed seconds): {cell(speedup, 2)}; predicted from R = "
-              f"{timing.ratio:.2f}: {predicted:.2f}",
-              f"fresh examples, echoed / baseline: {cell(fresh, 2)}",
+    lines += ["", f"speedup: baseline seconds / the run's seconds to target; predicted from R = {timing.ratio:.2f} at "
+              "the factor the run trained at: max(1, min(e, R)), the bound if every echoed example were as good as "
+              "a fresh one; an echoed example's worth w: fresh examples baseline / run = 1 + w (e - 1)",
               (f"the machine was shared while {' and '.join(shared)} ran (more than {SHARED_CORES:g} cores of other "
                "work): its seconds are not a clean timing; run again on an idle machine") if shared else
-              "the machine was not shared while either ran: the seconds are timings"]
+              "the machine was not shared while any ran: the seconds are timings"]
     return "\n".join(lines) + "\n"
+
+
+def _show_progress() -> None:
+    """The trainer's line per evaluation on stderr: each run takes minutes."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    logger = logging.getLogger("echo_experiments.train")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    if any(o.startswith(("echo.factor=", "echo=")) for o in args.overrides):
-        fail("echo.factor and echo= are set by compare (the baseline, then --factor): leave them out")
+    _show_progress()
+    if any(o.startswith(("echo.factor=", "echo=", "echo.placement=")) for o in args.overrides):
+        fail("echo.factor, echo.placement and echo= are set by compare (the baseline, --factor, the autopilot): "
+             "leave them out")
     error = check_command_line(args.overrides)
     if error:
         fail(error)
+    print(f"profiling: {PROFILE[0].split('=')[1]} steps of the input and the train step, without echoing", flush=True)
     timing, busy = profile(args.overrides)
     print(timing.advice(busy), flush=True)
     factor = args.factor or timing.recommended_echo_factor()
@@ -92,9 +125,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"echoing at e=2 to show what it costs: R = {timing.ratio:.2f} recommends none", flush=True)
     cfg = next(iter(compose_all(args.overrides, multirun=False)))
     out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")
-    base = _run([*args.overrides, "echo.factor=1"], out / "baseline")
-    echoed = _run([*args.overrides, f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}")
-    text = table(base, echoed, timing, factor)
+    base = _run(args.overrides + ["echo.factor=1"], out / "baseline", "the baseline")
+    echoed = [(f"e={factor:g} at {cfg.echo.placement}",
+               _run(args.overrides + [f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}", f"e={factor:g}"))]
+    if args.auto:
+        auto = _run(args.overrides + ["echo.placement=after_batching", "echo.factor=auto"], out / "echo_factor=auto",
+                    "the autopilot")
+        echoed.append((f"auto at after_batching (cap {auto.echo_factor:g})", auto))
+    text = table(base, echoed, timing)
     print(text)
     (out / "compare.md").write_text(f"`python -m echo_experiments.compare {' '.join(argv or sys.argv[1:])}`\n\n{text}")
     return 0

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from echo_experiments.data.placement import PLACEMENTS
+from echo_experiments.data.placement import AUTO, PLACEMENTS
 from echo_experiments.schema import (ConfigError, boolean, field_at, increasing, integer, one_of, optional, real,
                                      setting, text)
 
@@ -41,7 +41,12 @@ MAX_BATCH = 65_536
 @dataclass
 class EchoConfig:
     placement: str = setting("none", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
-    factor: float = setting(1.0, f"a real number >= 1 and <= {MAX_FACTOR}", real(1, MAX_FACTOR))
+    # auto: the autopilot (autopilot.py) copies a recent batch whenever the accelerator would wait for the input.
+    factor: Any = setting(1.0, f"a real number >= 1 and <= {MAX_FACTOR}, or auto (after_batching)",
+                          lambda v: v == AUTO or real(1, MAX_FACTOR)(v))
+    # With factor auto: no batch trained more than this many times (its copies included).
+    max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
+                                real(1, MAX_FACTOR))
     # null: a shuffle of ten batches of copies after example echoing, none after batch echoing (data/stream.py).
     shuffle_buffer: Optional[int] = setting(None, "null (the default: 10 x ceil(e) x batch examples after example "
                                              "echoing, none after batch echoing) or an integer >= 0 "
@@ -210,6 +215,11 @@ class StorageConfig:
     bandwidth_mb_s: Optional[float] = setting(None, "null (unlimited) or a real number > 0 (MB/s per request)",
                                          optional(real(0, low_open=True)))
     parallel_reads: int = setting(1, "an integer >= 1 (requests in flight)", integer(1))
+    # Input whose speed changes (emulated only): spans of [reads, latency_ms] in turn, repeated, in place of
+    # latency_ms, e.g. [[20000, 10], [20000, 1]]; counted from the start of the process.
+    latency_schedule: Optional[List[List[float]]] = setting(
+        None, "null or a list of [reads, latency_ms] pairs (reads an integer >= 1, latency_ms a real number >= 0)",
+        optional(lambda v: len(v) > 0 and all(len(p) == 2 and integer(1)(p[0]) and real(0)(p[1]) for p in v)))
     url: Optional[str] = setting(None, "null, or with storage.kind=http a record server's http:// URL",
                             optional(lambda v: isinstance(v, str) and v.startswith("http://")))
 
@@ -304,7 +314,13 @@ def check_rules(cfg: DictConfig) -> None:
         if o[length] is None and t[budget] is None:
             raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
                               "(a linear decay needs a length)")
+    e = cfg.echo
+    if e.factor == AUTO and e.placement != "after_batching":
+        raise ConfigError("echo.placement", e.placement, "after_batching with echo.factor=auto (the autopilot "
+                          "decides where the trainer sees both the input and the accelerator)")
     st = cfg.storage
+    if st.latency_schedule is not None and st.kind != "emulated":
+        raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")
     if st.url is not None and st.kind != "http":
         raise ConfigError("storage.url", st.url, allowed_for("storage.url"))
     service = cfg.data.service

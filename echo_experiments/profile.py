@@ -41,7 +41,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"R           {timing.ratio:.2f}")
     print(f"idle        {summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training "
           f"time was not spent in train steps (after {summary.startup_s:.1f} s to the first batch)")
-    print(f"recommended echo factor: {timing.recommended_echo_factor():g} (the largest e <= R)")
+    e = timing.recommended_echo_factor()
+    print(f"recommended echo factor: {e:g} (the largest e <= R)")
+    print(f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
+          "example were worth a fresh one (python -m echo_experiments.compare measures it)")
     print(timing.advice(summary.other_cores))
     return 0
 

@@ -6,7 +6,8 @@ it holds (type, finite numbers, structure) and raises :class:`RecordError` with 
 is reported as such and never passes for a result.
 
 Versions: 1 (no ``schema_version`` field) is every record made before the machine and the effective echo
-factor were recorded; 2 adds ``machine``, ``examples_trained_to_target`` and ``effective_echo_factor``.
+factor were recorded; 2 adds ``machine``, ``examples_trained_to_target`` and ``effective_echo_factor`` (and,
+optional, the autopilot's ``echo_auto`` and ``echo_copied_batches``).
 """
 
 import json
@@ -71,6 +72,9 @@ class RunRecord:
     examples_trained_to_target: Optional[int] = None
     # Examples trained per fresh example at the target (else at the end): the factor really echoed at.
     effective_echo_factor: Optional[float] = None
+    # echo.factor=auto: the autopilot echoed (echo_factor is then its cap, echo.max_factor), copying this many batches.
+    echo_auto: bool = False
+    echo_copied_batches: Optional[int] = None
     elapsed_s: Optional[float] = None
     startup_s: Optional[float] = None
     eval_time_s: Optional[float] = None

@@ -38,7 +38,7 @@ HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_s
               "trainer.checkpoint_every_steps")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
-STUDY = CONDITION + ("tuning_seed", "study")
+STUDY = CONDITION + ("echo_auto", "tuning_seed", "study")
 
 
 class RunDirInUse(RuntimeError):

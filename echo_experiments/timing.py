@@ -41,6 +41,11 @@ class Timing:
         """The largest e <= R (two decimals), at least 1: the most echoing that is still free."""
         return max(1.0, float(np.floor(self.ratio * 100) / 100))
 
+    def predicted_speedup(self, factor: float) -> float:
+        """Seconds to target without echoing over with it at ``factor``, if every echoed example were worth a
+        fresh one (the paper's model): max(1, min(e, R)). The measured fresh-example ratio says how much less."""
+        return max(1.0, min(factor, self.ratio))
+
     def advice(self, other_cores: Optional[float] = None, busy: float = 0.2) -> str:
         """What to do with the numbers, in words; a warning when other processes kept more than ``busy`` cores
         busy while they were measured (R moves with the machine's load)."""

@@ -41,6 +41,7 @@ from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
 from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
                                     StartupInterrupted, Stops, TargetReached)
+from echo_experiments.autopilot import Autopilot, autopilot_counts
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.train_step import TrainState, initial_state, make_train_step
 from echo_experiments.workloads import make
@@ -118,7 +119,9 @@ def _identity(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     its seed and trial, and the machine."""
     in_study = cfg.tuning.study is not None
     echo = spec.pipeline.echo
-    return {"workload": cfg.workload.name, "placement": echo.stage.value, "echo_factor": echo.factor,
+    placement = echo.placement if echo.auto else echo.stage
+    return {"workload": cfg.workload.name, "placement": placement.value, "echo_factor": echo.factor,
+            "echo_auto": echo.auto,
             "batch_size": spec.pipeline.batch_size, "shuffle_buffer": spec.pipeline.echo_shuffle,
             "seed": spec.seed, "study": cfg.tuning.study, "trial": cfg.tuning.trial,
             "tuning_seed": int(cfg.tuning.seed) if in_study else None, "machine": machine.describe()}
@@ -149,6 +152,10 @@ class LoopState:
     metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation's
     train_loss: Optional[float] = None
     pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
+    trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
+    fresh_at_eval: int = 0
+    auto_fresh_batches: int = 0  # the autopilot's fresh batches and copies so far
+    auto_copies: int = 0
 
     @staticmethod
     def save(loop: "LoopState", outcome: Outcome, clocks: ClockState) -> dict[str, Any]:
@@ -171,6 +178,7 @@ class Trainer:
         self.batches, self.store, self.checkpoints, self.source = batches, store, checkpoints, source
         self.hparams = hparams  # the run's values for TensorBoard's HParams (None: no event files)
         self.events: Optional[Events] = None
+        self.inputs: Optional[Batches | Autopilot] = None
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
         rules = [Divergence(), TargetReached(workload.target, self.t.stop_at_target)]
@@ -259,6 +267,9 @@ class Trainer:
             self._started()
             clocks = Clocks(clock_state)
             inputs = Batches(self.iterator, self.t.timeout_s, self.source)
+            if self.spec.pipeline.echo.auto:
+                inputs = Autopilot(inputs, self.spec.pipeline.echo.factor, loop.auto_fresh_batches, loop.auto_copies)
+            self.inputs = inputs
             step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
         if self.checkpoints:
@@ -270,7 +281,7 @@ class Trainer:
         return self._result(loop, outcome, clocks, step, count, compile_s, facts)
 
     def _loop(self, train_step, state, fresh: FreshCounter, loop: LoopState, outcome: Outcome, clocks: Clocks,
-              inputs: Batches) -> int:
+              inputs: Batches | Autopilot) -> int:
         t = self.t
         losses = [jnp.asarray(x) for x in loop.pending_losses]
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
@@ -278,7 +289,7 @@ class Trainer:
         bar = self._progress_bar(count, step)
         first = True  # the first batch waits for the shuffle buffers to fill: a signal then ends the start-up
         while not outcome.stop and self.stops.signalled is None:
-            batch = inputs.next(self._started if first else lambda: None)
+            batch = inputs.next(self._started if first else lambda: None, running=losses[-1] if losses else None)
             first = False
             clocks.first_batch()
             position = count if fresh_units else step
@@ -298,7 +309,9 @@ class Trainer:
             if (self.checkpoints and not outcome.stop
                     and self._checkpoint_due(step, self.stops.signalled is not None, clocks)):
                 with clocks.checkpointing() as clock_state:
+                    inputs.settle()
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
+                    loop.auto_fresh_batches, loop.auto_copies = autopilot_counts(inputs)
                     self.checkpoints.save(step, state, self.iterator, fresh.seen,
                                           LoopState.save(loop, outcome, clock_state))
         bar.close()
@@ -329,6 +342,9 @@ class Trainer:
         row = {"step": step, "fresh_examples": count, "examples_trained": examples_trained, "elapsed_s": elapsed_s,
                "wall_time_s": train_s, "eval_time_s": clocks.state.eval_s, "train_loss": train_loss,
                "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
+        if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
+            row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
+            loop.trained_at_eval, loop.fresh_at_eval = examples_trained, count
         if self.mesh.writes_run_dir:
             self.run_dir.append_metrics(row)
         if self.events:
@@ -370,6 +386,7 @@ class Trainer:
             # Examples trained per fresh example at the target (else at the end): the factor the run really
             # echoed at, which a buffer that fills for most of the run can hold far below its nominal one.
             "effective_echo_factor": at[0] / at[1] if at[0] and at[1] else None,
+            **({"echo_copied_batches": self.inputs.copies} if isinstance(self.inputs, Autopilot) else {}),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
             **timing_facts,
         }

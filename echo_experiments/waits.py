@@ -65,13 +65,21 @@ class Batches:
         self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
         self._stuck = False  # a call ran past the timeout: its thread may never return
 
-    def next(self, between: Callable[[], None] = lambda: None) -> dict[str, np.ndarray]:
-        """The next batch; ``between`` is called every second of the wait (it may raise to end it)."""
-        return self.call(lambda: {k: v.numpy() for k, v in next(self.iterator).items()}, between)
+    def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict[str, np.ndarray]:
+        """The next batch; ``between`` is called every second of the wait (it may raise to end it). ``running``
+        (the step in flight) is for the autopilot's stand-in (autopilot.py), which decides by it."""
+        return self.result(self.submit_next(), between)
+
+    def submit_next(self) -> concurrent.futures.Future:
+        """Start reading the next batch on the helper thread; :meth:`result` waits for it."""
+        return self._waiter.submit(lambda: {k: v.numpy() for k, v in next(self.iterator).items()})
 
     def call(self, fn: Callable[[], Any], between: Callable[[], None] = lambda: None) -> Any:
         """``fn()`` (a call into the input pipeline) on the helper thread, within the timeout."""
-        future = self._waiter.submit(fn)
+        return self.result(self._waiter.submit(fn), between)
+
+    def result(self, future: concurrent.futures.Future, between: Callable[[], None] = lambda: None) -> Any:
+        """What a call submitted to the helper thread returned, within the timeout."""
         try:
             return result_within(future, self.timeout_s, between=between)
         except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
@@ -83,6 +91,9 @@ class Batches:
             self._stuck = True
             self._waiter.shutdown(wait=False)
             raise InputLost(f"no batch from {self.source} within data.timeout_s={self.timeout_s:g} s") from None
+
+    def settle(self) -> None:
+        """Nothing is read ahead between calls: the iterator is idle, ready to be saved."""
 
     def close(self) -> None:
         self._waiter.shutdown(wait=not self._stuck)

@@ -60,11 +60,11 @@ CASES = [
     (["workload.model.depth=9"],
      "workload.model.depth=9 is not allowed: 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"),
     (["workload.model.arch=vgg"], "workload.model.arch=vgg is not allowed: one of resnet_cifar, resnet50"),
-    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, shuffle_buffer"),
+    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
     # Values that were accepted and then crashed mid-run, or were read as something else.
-    (["echo.factor=1e9"], "echo.factor=1000000000 is not allowed: a real number >= 1 and <= 1000"),
+    (["echo.factor=1e9"], "echo.factor=1000000000 is not allowed: a real number >= 1 and <= 1000, or auto (after_batching)"),
     (["echo.shuffle_buffer=9223372036854775807"], "echo.shuffle_buffer=9223372036854775807 is not allowed: null"),
     (["workload.shuffle_buffer=99999999999"], "workload.shuffle_buffer=99999999999 is not allowed: an integer >= 1"),
     (["workload.batch_size=100000000"], "workload.batch_size=100000000 is not allowed: an integer >= 1 and <= 65536"),
@@ -92,7 +92,7 @@ def test_bad_value_gives_one_line_naming_key_and_allowed_values(overrides, messa
 
 def test_every_job_of_a_sweep_is_checked_before_any_runs():
     assert check_command_line(["-m", "echo.factor=1,2,4"]) is None
-    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000"
+    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto (after_batching)"
     assert check_command_line(["-m", "workload=fashion_mnist,nope"]).startswith("workload=nope is not allowed")
 
 

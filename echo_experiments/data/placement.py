@@ -38,28 +38,40 @@ class Placement(enum.Enum):
 
 
 PLACEMENTS = tuple(p.value for p in Placement)
+# echo.factor's value for the autopilot (autopilot.py): the factor follows the input while training.
+AUTO = "auto"
 # The default shuffle after example echoing holds this many batches of copies (EchoSpec.shuffle_size).
 ECHO_SHUFFLE_BATCHES = 10
 
 
 @dataclass(frozen=True)
 class EchoSpec:
-    """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule)."""
+    """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule).
+    With ``auto`` the autopilot echoes instead of a stage, up to ``factor`` (echo.max_factor) on average."""
 
     placement: Placement = Placement.NONE
     factor: float = 1.0
     shuffle_buffer: Optional[int] = None
+    auto: bool = False
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
-        """From an ``echo`` config section (placement, factor, shuffle_buffer)."""
+        """From an ``echo`` config section (placement, factor or auto with max_factor, shuffle_buffer)."""
         buffer = echo.shuffle_buffer
-        return cls(Placement(echo.placement), float(echo.factor), None if buffer is None else int(buffer))
+        auto = echo.factor == AUTO
+        factor = float(echo.get("max_factor", 1.0) if auto else echo.factor)
+        return cls(Placement(echo.placement), factor, None if buffer is None else int(buffer), auto)
 
     @property
     def stage(self) -> Placement:
-        """The echo stage the pipeline gets: none at factor 1, whatever the placement (so no echo shuffle)."""
-        return self.placement if self.factor != 1 else Placement.NONE
+        """The echo stage the pipeline gets: none at factor 1, whatever the placement (so no echo shuffle), and
+        none with the autopilot, which echoes in the trainer."""
+        return self.placement if self.factor != 1 and not self.auto else Placement.NONE
+
+    @property
+    def label(self) -> Any:
+        """The factor as a run records it: the number, or ``auto``."""
+        return AUTO if self.auto else self.factor
 
     def shuffle_size(self, batch_size: int) -> int:
         """The size of the shuffle right after the echo stage: as configured, else the default rule.

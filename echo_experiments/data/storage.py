@@ -14,6 +14,7 @@ never pays it twice.
 """
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -25,7 +26,7 @@ import urllib.error
 import urllib.request
 from http.client import HTTPConnection, HTTPException
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
 import tensorflow as tf
@@ -197,12 +198,27 @@ def http_records(url: str, parallel_reads: int) -> tf.data.Dataset:
     return tf.data.Dataset.range(meta["count"]).map(get, num_parallel_calls=parallel_reads, deterministic=True)
 
 
+def latency_at(read: int, latency_ms: float, schedule: Optional[Sequence[Sequence[float]]]) -> float:
+    """The latency of a process's ``read``-th read (from 0): ``latency_ms``, or with a schedule its spans of
+    [reads, latency_ms] in turn, repeated."""
+    if not schedule:
+        return latency_ms
+    position = read % sum(int(n) for n, _ in schedule)
+    for n, ms in schedule:
+        if position < n:
+            return float(ms)
+        position -= int(n)
+    raise AssertionError("unreachable")
+
+
 def emulated(records: tf.data.Dataset, latency_ms: float, bandwidth_mb_s: Optional[float],
-             parallel_reads: int) -> tf.data.Dataset:
-    """Records that each take latency + bytes / bandwidth to read, ``parallel_reads`` at a time."""
+             parallel_reads: int, schedule: Optional[Sequence[Sequence[float]]] = None) -> tf.data.Dataset:
+    """Records that each take latency + bytes / bandwidth to read, ``parallel_reads`` at a time; with a
+    ``schedule`` the latency follows it (:func:`latency_at`)."""
+    reads = itertools.count()
 
     def wait(nbytes) -> bool:
-        time.sleep(read_cost_s(float(nbytes), latency_ms, bandwidth_mb_s))
+        time.sleep(read_cost_s(float(nbytes), latency_at(next(reads), latency_ms, schedule), bandwidth_mb_s))
         return True
 
     def read(record: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -235,8 +251,9 @@ class Store:
         if kind == "http":
             records = http_records(self.url, self.cfg.parallel_reads)
         else:
+            schedule = self.cfg.get("latency_schedule")
             records = emulated(self.source.encoded(seed), self.cfg.latency_ms, self.cfg.bandwidth_mb_s,
-                               self.cfg.parallel_reads)
+                               self.cfg.parallel_reads, None if schedule is None else [list(p) for p in schedule])
         # Reads mostly wait: each request in flight needs a thread of its own, beside the CPU-bound stages.
         options = tf.data.Options()
         options.threading.private_threadpool_size = self.cfg.parallel_reads + (os.cpu_count() or 1)

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
           "after_augmentation": "example, after aug.", "before_batching": "example echoing",
-          "after_batching": "batch echoing"}
+          "after_batching": "batch echoing", "after_batching_auto": "autopilot (cap e)"}
 
 
 def _label(placement: str, shuffle_buffer: int = 0) -> str:

@@ -94,7 +94,9 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     reached = trials[trials["status"] == "reached_target"]
     factor = reached.groupby(CONDITION)["effective_echo_factor"].median()
     table["effective_echo_factor"] = [factor.get(tuple(r), math.nan) for r in table[CONDITION].itertuples(index=False)]
-    table["off_factor"] = (table["effective_echo_factor"] / table["echo_factor"] - 1).abs() > FACTOR_TOLERANCE
+    # The autopilot has no nominal factor (echo_factor is its cap): what it chose is its result, not a confound.
+    table["off_factor"] = (((table["effective_echo_factor"] / table["echo_factor"] - 1).abs() > FACTOR_TOLERANCE)
+                           & ~table["placement"].str.endswith("_auto"))
     return table
 
 

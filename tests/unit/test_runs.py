@@ -98,7 +98,8 @@ def test_study_best_is_the_fewest_fresh_examples_of_the_same_condition_study_and
     RunDir(tmp_path / "e").write_summary(record(status="pruned", fresh_examples_to_target=None))
     (tmp_path / "f").mkdir()
     (tmp_path / "f" / "summary.json").write_text("{")  # being written: no finished trial
+    RunDir(tmp_path / "g").write_summary(record(fresh_examples_to_target=100, echo_auto=True))  # the autopilot
     condition = {"workload": "w", "placement": "none", "echo_factor": 1.0, "batch_size": 32, "shuffle_buffer": 0,
-                 "tuning_seed": 0, "study": 0}
+                 "echo_auto": False, "tuning_seed": 0, "study": 0}
     assert study_best(tmp_path, condition, TARGET) == 400
     assert study_best(tmp_path, {**condition, "study": 2}, TARGET) is None

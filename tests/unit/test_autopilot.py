@@ -1,0 +1,184 @@
+"""The autopilot's decisions (echo.factor=auto): fresh when the input has a batch ready, a copy only while the
+step in flight is done and the input is not, never past the cap."""
+
+import concurrent.futures
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from echo_experiments.autopilot import Autopilot
+from echo_experiments.data.storage import latency_at
+from echo_experiments.waits import Batches
+
+
+class Step:
+    """A step in flight, done when the test says so."""
+
+    def __init__(self, done: bool):
+        self.done = threading.Event()
+        if done:
+            self.done.set()
+
+    def is_ready(self) -> bool:
+        return self.done.is_set()
+
+    def block_until_ready(self) -> "Step":
+        assert self.done.wait(timeout=10)
+        return self
+
+
+class Gate:
+    """An input that hands on batch i only once the test opens it (ids 10 i .. 10 i + 9)."""
+
+    def __init__(self):
+        self.opened = threading.Semaphore(0)
+        self.i = -1
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        assert self.opened.acquire(timeout=10)
+        self.i += 1
+        return {"read_id": _Tensor(np.arange(10) + 10 * self.i)}
+
+
+class _Tensor:
+    def __init__(self, value):
+        self.value = value
+
+    def numpy(self):
+        return self.value
+
+
+def pilot(max_factor=4.0):
+    gate = Gate()
+    return gate, Autopilot(Batches(gate, timeout_s=10, source="a test input"), max_factor)
+
+
+def ids(batch):
+    return int(batch["read_id"][0]) // 10
+
+
+def test_a_ready_batch_is_always_taken_fresh():
+    gate, auto = pilot()
+    for _ in range(5):
+        gate.opened.release()
+    got = []
+    for _ in range(3):
+        auto.settle()  # the next batch has arrived: ready
+        got.append(ids(auto.next(running=Step(True))))
+    assert got == [0, 1, 2] and auto.copies == 0
+    auto.close()
+
+
+def test_a_copy_only_once_the_step_in_flight_is_done_and_no_fresh_batch_is_ready():
+    gate, auto = pilot()
+    gate.opened.release()
+    assert ids(auto.next()) == 0  # nothing to copy yet: it waits for the first fresh batch
+    assert ids(auto.next(running=Step(True))) == 0  # the input has nothing, the accelerator would wait: a copy
+    assert (auto.fresh_items, auto.copies) == (1, 1)
+    step = Step(False)
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=step))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.2)  # the step still runs: no copy, it waits for the input or the step
+    gate.opened.release()
+    assert ids(result.result(timeout=5)) == 1  # the fresh batch came first
+    assert auto.delivered_per_fresh == 1.5
+    step.done.set()
+    step = Step(False)
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=step))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.2)
+    step.done.set()  # the step ends before the input has batch 2: a copy of the batch copied least (1)
+    assert ids(result.result(timeout=5)) == 1 and auto.copies == 2
+    gate.opened.release()
+    auto.close()
+
+
+def test_copies_never_pass_the_cap_and_go_to_the_batch_copied_least():
+    gate, auto = pilot(max_factor=2.0)
+    gate.opened.release()
+    auto.next()
+    gate.opened.release()
+    auto.settle()
+    auto.next(running=Step(True))  # batch 1 fresh (ready)
+    copies = [ids(auto.next(running=Step(True))) for _ in range(2)]
+    assert sorted(copies) == [0, 1]  # the least-copied first, newest among equals
+    assert copies[0] == 1
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=Step(True)))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.2)  # 4 delivered for 2 fresh: at the cap of 2 it waits for the input
+    gate.opened.release()
+    assert ids(result.result(timeout=5)) == 2
+    assert auto.delivered_per_fresh == 5 / 3
+    gate.opened.release()
+    auto.close()
+
+
+def test_the_caller_may_keep_what_it_pops_from_a_copy():
+    gate, auto = pilot()
+    gate.opened.release()
+    first = auto.next()
+    first.pop("read_id")
+    copy = auto.next(running=Step(True))
+    assert "read_id" in copy
+    gate.opened.release()
+    auto.close()
+
+
+def test_a_latency_schedule_takes_its_spans_in_turn_and_repeats():
+    schedule = [[3, 10.0], [2, 1.0]]
+    assert [latency_at(i, 5.0, schedule) for i in range(7)] == [10, 10, 10, 1, 1, 10, 10]
+    assert latency_at(12345, 5.0, None) == 5.0
+
+
+class Timed:
+    """An input that takes ``seconds`` to read each batch (a real wait, as slow storage is)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.i = seconds, -1
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        time.sleep(self.seconds)
+        self.i += 1
+        return {"read_id": _Tensor(np.arange(10) + 10 * self.i)}
+
+
+class StepFor:
+    """A step in flight that takes ``seconds`` from its dispatch."""
+
+    def __init__(self, seconds: float):
+        self.done_at = time.monotonic() + seconds
+
+    def is_ready(self) -> bool:
+        return time.monotonic() >= self.done_at
+
+    def block_until_ready(self) -> "StepFor":
+        time.sleep(max(0.0, self.done_at - time.monotonic()))
+        return self
+
+
+def factor_chosen(read_s: float, step_s: float, fresh: int, max_factor: float = 8.0) -> float:
+    """Train with an input of ``read_s`` a batch and steps of ``step_s`` until ``fresh`` fresh batches: the
+    batches trained per fresh batch."""
+    auto = Autopilot(Batches(Timed(read_s), timeout_s=10, source="a test input"), max_factor)
+    running = None
+    while auto.fresh_items < fresh:
+        auto.next(running=running)
+        running = StepFor(step_s)
+    auto.close()
+    return auto.delivered_per_fresh
+
+
+def test_with_an_input_faster_than_the_step_it_echoes_almost_nothing():
+    assert factor_chosen(read_s=0.0, step_s=0.01, fresh=60) < 1.1
+
+
+def test_with_an_input_slowed_to_three_steps_a_batch_it_echoes_about_three():
+    assert 2.4 <= factor_chosen(read_s=0.06, step_s=0.02, fresh=25) <= 3.3
