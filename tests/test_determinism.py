@@ -21,7 +21,9 @@ WORKLOADS = {
 }
 
 
-@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+# The detection model is the slowest to compile (about 16 s): `make test-all` runs it.
+@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.slow) if w == "ssd_fashion" else w
+                                      for w in sorted(WORKLOADS)])
 def test_a_config_run_twice_on_one_machine_gives_identical_metrics(tmp_path, workload):
     cfg = compose_config(f"workload={workload}", *QUIET, *WORKLOADS[workload])
     first, second = run(cfg, tmp_path / "a"), run(cfg, tmp_path / "b")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import FAST, env_with_xla_flags
 
 # e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.
@@ -58,6 +60,7 @@ def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
     assert (summary["devices"], summary["fresh_examples"], summary["steps"]) == (2, 2048, 128)
 
 
+@pytest.mark.slow  # about 40 s (a heartbeat timeout of 20 s): `make test-all` runs it
 def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_path):
     procs = start(tmp_path, "trainer.max_fresh_examples=10000000", "trainer.distributed_timeout_s=20")
     deadline = time.time() + 300

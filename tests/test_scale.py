@@ -205,6 +205,7 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused(tmp_path):
                                    "split over (or trainer.data_parallel=false)")
 
 
+@pytest.mark.slow  # about 28 s (a worker killed, then the timeout): test_damage ends a dispatcher without workers
 def test_a_lost_service_worker_ends_the_run_within_the_timeout_with_one_line(tmp_path):
     address, (dispatcher, worker) = start_service()
     try:

@@ -217,6 +217,7 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
             mux.GetAccumulator(run_name).Tags()["tensors"])
 
 
+@pytest.mark.slow  # about 30 s (a sweep, then its timed runs): `make test-all` runs it
 def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it_once(tmp_path, capsys):
     """A tuned study of two real trials; retime reruns its best trial from the job's own overrides into
     timed/, where it reaches the target with the same fresh examples; a second call times nothing; the
