@@ -217,7 +217,7 @@ class StorageConfig:
     parallel_reads: int = setting(1, "an integer >= 1 (requests in flight)", integer(1))
     # Input whose speed changes (emulated only): spans of [reads, latency_ms] in turn, repeated, in place of
     # latency_ms, e.g. [[20000, 10], [20000, 1]]; counted from the start of the process.
-    latency_schedule: Optional[List[List[float]]] = setting(
+    latency_schedule: Optional[List[Any]] = setting(
         None, "null or a list of [reads, latency_ms] pairs (reads an integer >= 1, latency_ms a real number >= 0)",
         optional(lambda v: len(v) > 0 and all(len(p) == 2 and integer(1)(p[0]) and real(0)(p[1]) for p in v)))
     url: Optional[str] = setting(None, "null, or with storage.kind=http a record server's http:// URL",

@@ -64,7 +64,8 @@ def readme_commands() -> list[tuple[str, list[str]]]:
     return commands
 
 
-def test_the_readme_has_the_commands_a_newcomer_needs():
+def test_the_readme_has_the_commands_a_newcomer_needs_in_at_most_250_lines():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
     argv = [" ".join(words) for _, words in readme_commands()]
     assert {"make run", "make test", "make test-fast"} <= set(argv)
     assert any(a.startswith("python -m echo_experiments -m experiment=") for a in argv)
