@@ -267,13 +267,28 @@ BOUND_MARGIN = 0.05
 
 
 def search_bounds(trials: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
-    """Per study whose best trial reached the target: that trial's tuned values, where each lies in its range
-    (``position``: 0 = low, 1 = high) and whether it sits on a bound (within BOUND_MARGIN of an end)."""
-    columns = CONDITION + ["study_key", "key", "value", "low", "high", "scale", "position", "at_bound"]
+    """Per study, the tuned values of its best trials and where each lies in its range (``position``: 0 = low,
+    1 = high), and whether it sits on a bound (within BOUND_MARGIN of an end). ``best`` says which best: the
+    trial with the fewest fresh examples to target (where one reached it), and the trial with the best metric
+    (the fixed-budget comparison's, C7)."""
+    columns = CONDITION + ["study_key", "best", "key", "value", "low", "high", "scale", "position", "at_bound"]
     if trials.empty or search.empty:
         return pd.DataFrame(columns=columns)
     bests = study_bests(trials)
-    rows = bests[bests["reached"]][CONDITION + ["study_key", "best_path"]].merge(
+    to_target = bests[bests["reached"]][CONDITION + ["study_key", "best_path"]].assign(best=FEWEST_FRESH)
+    rows = pd.concat([to_target, _best_metric_trials(trials).assign(best=BEST_METRIC)], ignore_index=True).merge(
         search, left_on="best_path", right_on="path")
     rows["at_bound"] = (rows["position"] < BOUND_MARGIN) | (rows["position"] > 1 - BOUND_MARGIN)
     return rows[columns]
+
+
+FEWEST_FRESH, BEST_METRIC = "fewest fresh examples to target", "best metric"
+
+
+def _best_metric_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per condition and study, the trial whose best value of the target metric is best (ties: the first path)."""
+    sign = np.where(trials["target_mode"] == "max", 1.0, -1.0)
+    t = trials.assign(score=sign * trials["best_metric"].astype(float))
+    t = t[np.isfinite(t["score"])].sort_values(["score", "path"], ascending=[False, True], kind="stable")
+    best = t.groupby(CONDITION + ["study_key"], sort=True).first().reset_index()
+    return best[CONDITION + ["study_key", "path"]].rename(columns={"path": "best_path"})

@@ -100,9 +100,12 @@ def _best_of_k_text() -> str:
 
 
 def _bounds_text(bounds: pd.DataFrame) -> str:
-    text = (f"{int(bounds['at_bound'].sum())} of {len(bounds)} tuned values of the studies' best trials lie within "
-            f"{tables.BOUND_MARGIN:.0%} of an end of their range (on its scale); a value there means the range should "
-            "be wider.\n")
+    counts = "; ".join(f"of the trials with the {best}, {int(g['at_bound'].sum())} of {len(g)}"
+                       for best, g in bounds.groupby("best", sort=False)) or "none"
+    text = (f"Tuned values of the studies' best trials within {tables.BOUND_MARGIN:.0%} of an end of their range (on "
+            f"its scale): {counts}. A value there means the range should be wider; each best is checked on its "
+            "own trials (the fewest fresh examples to target for the fresh-example claims, the best metric for "
+            "the fixed-budget one).\n")
     return text + (table(bounds[bounds["at_bound"]], {}) if bounds["at_bound"].any() else "")
 
 
