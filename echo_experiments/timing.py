@@ -54,8 +54,9 @@ class Timing:
                     "bottleneck, so echoing will not save time")
         else:
             text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g} "
-                    "and compare seconds (and fresh examples) to target with the baseline on the same fresh-example "
-                    "schedule (docs/your-model.md)")
+                    "(or let the autopilot follow the input: echo=after_batching echo.factor=auto) and compare seconds "
+                    "(and fresh examples) to target with the baseline on the same fresh-example schedule "
+                    "(python -m echo_experiments.compare does; docs/your-model.md)")
         if other_cores is not None and other_cores > busy:
             text += (f"\nwarning: other processes kept {other_cores:.2f} cores busy while this measured: R moves "
                      "with the machine's load; measure again when it is idle")

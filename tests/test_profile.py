@@ -43,7 +43,7 @@ def test_profile_command_prints_the_timing_facts():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: "):
+    for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: ", "predicted   speedup"):
         assert label in out
     assert "40-step run" in out and "advice: " in out
 
@@ -52,4 +52,5 @@ def test_the_advice_says_what_to_do_and_when_the_machine_was_busy():
     assert Timing(0.01, 0.04).advice(0.0).startswith("advice: not input-bound (R = 0.25 < 1)")
     text = Timing(0.5, 0.1).advice(0.01)
     assert text.startswith("advice: input-bound by R = 5.00: try echo.factor=5 ") and "warning" not in text
+    assert "echo=after_batching echo.factor=auto" in text and "python -m echo_experiments.compare" in text
     assert "warning: other processes kept 1.30 cores busy" in Timing(0.5, 0.1).advice(1.3)
