@@ -69,6 +69,14 @@ def worth(base: RunRecord, echoed: RunRecord) -> Optional[float]:
     return (base.fresh_examples_to_target / echoed.fresh_examples_to_target - 1) / (e - 1)
 
 
+def _worth_cell(base: RunRecord, r: RunRecord, cell) -> str:
+    if r is base:
+        return ""
+    if r.effective_echo_factor is not None and r.effective_echo_factor <= 1.01:
+        return "nothing echoed"
+    return cell(worth(base, r), 2)
+
+
 def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
     """The comparison as Markdown: fresh examples and seconds to target, the speedup beside what R predicts,
     the factor each run really echoed at and what an echoed example was worth."""
@@ -86,7 +94,7 @@ def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) 
         predicted = timing.predicted_speedup(r.effective_echo_factor or 1.0) if r is not base else None
         lines.append(f"| {name} | {cell(r.fresh_examples_to_target, 0)} | {cell(r.seconds_to_target)} | "
                      f"{cell(speedup(r), 2) if r is not base else ''} | {cell(predicted, 2) if predicted else ''} | "
-                     f"{cell(r.effective_echo_factor, 2)} | {cell(worth(base, r), 2) if r is not base else ''} | "
+                     f"{cell(r.effective_echo_factor, 2)} | {_worth_cell(base, r, cell)} | "
                      f"{cell(r.other_cores, 2)} |")
     shared = [name for name, r in rows if r.other_cores is None or r.other_cores > SHARED_CORES]
     lines += ["", f"speedup: baseline seconds / the run's seconds to target; predicted from R = {timing.ratio:.2f} at "
