@@ -113,6 +113,7 @@ def _show_progress() -> None:
     logger = logging.getLogger("echo_experiments.train")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # a handler the libraries put on the root logger would print each line again
 
 
 def main(argv: Optional[list[str]] = None) -> int:
