@@ -128,7 +128,8 @@ def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     assert sorted((s["placement"], s["echo_factor"]) for s in found.values()) == [
         ("after_batching", 2.0), ("before_batching", 2.0), ("none", 1.0)]
     assert all(s["status"] == "not_reached" and s["steps"] == 20 for s in found.values())
-    log = proc.stdout + proc.stderr
+    # submitit's jobs log into their own files under the sweep folder, joblib's into the command's output.
+    log = proc.stdout + proc.stderr + "".join(p.read_text() for p in sorted(tmp_path.rglob("*_log.*")))
     assert log.count("not run: the same run as another job of this sweep") == 1
     assert "3 of 3 jobs complete" in log
 
