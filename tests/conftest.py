@@ -27,6 +27,25 @@ def metric_rows(run_dir):
     return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
 
 
+def ctrl_c_at_evaluation(monkeypatch, n: int):
+    """Make this process send itself SIGINT right after its n-th evaluation row (as Ctrl-C would); returns the
+    undo, for the rerun that resumes."""
+    import signal
+
+    from echo_experiments.events import Events
+
+    original, calls = Events.row, {"n": 0}
+
+    def row(self, values):
+        original(self, values)
+        calls["n"] += 1
+        if calls["n"] == n:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Events, "row", row)
+    return lambda: monkeypatch.setattr(Events, "row", original)
+
+
 def compose_config(*overrides: str):
     with initialize_config_module(version_base="1.3", config_module="echo_experiments.conf"):
         return compose("config", overrides=list(overrides))

@@ -1,13 +1,9 @@
 """echo.factor=auto end to end: the autopilot copies batches while the input is slow, never past its cap, counts
 fresh examples exactly, logs the factor it chose per evaluation, and a resumed run goes on from its counts."""
 
-import os
-import signal
-
 import pytest
 
-from conftest import FAST, compose_config, metric_rows
-from echo_experiments.events import Events
+from conftest import FAST, compose_config, ctrl_c_at_evaluation, metric_rows
 from echo_experiments.train import Interrupted, run
 
 # 320 fresh batches of 32 read at 0.5 ms a record (16 ms a batch): the synthetic step is faster, so it copies.
@@ -35,19 +31,11 @@ def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path):
 
 
 def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, monkeypatch):
-    original, calls = Events.row, {"n": 0}
-
-    def ctrl_c_at_the_third_evaluation(self, row):
-        original(self, row)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(Events, "row", ctrl_c_at_the_third_evaluation)
+    undo = ctrl_c_at_evaluation(monkeypatch, 3)
     with pytest.raises(Interrupted):
         run(compose_config(*SLOW), tmp_path)
     before = metric_rows(tmp_path)
-    monkeypatch.setattr(Events, "row", original)
+    undo()
     record = run(compose_config(*SLOW), tmp_path)
     rows = _check_counts(tmp_path, record)
     assert rows[:3] == before and len(rows) == 10

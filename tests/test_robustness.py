@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, compose_config, metric_rows
-from echo_experiments.events import Events
+from conftest import FAST, compose_config, ctrl_c_at_evaluation, metric_rows
 from echo_experiments.record import RunRecord
 from echo_experiments.runs import RunDir, RunDirInUse
 from echo_experiments.train import Interrupted, run
@@ -28,15 +27,7 @@ LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1
 def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(
         tmp_path, monkeypatch):
     run(compose_config(*LONG), tmp_path / "whole")
-    original, calls = Events.row, {"n": 0}
-
-    def ctrl_c_at_the_fifth_evaluation(self, row):
-        original(self, row)
-        calls["n"] += 1
-        if calls["n"] == 5:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(Events, "row", ctrl_c_at_the_fifth_evaluation)
+    undo = ctrl_c_at_evaluation(monkeypatch, 5)
     cut = tmp_path / "cut"
     with pytest.raises(Interrupted) as stopped:
         run(compose_config(*LONG), cut)
@@ -44,7 +35,7 @@ def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as
     assert re.fullmatch(r"stopped by SIGINT at step 160 \(5120 fresh examples\); its checkpoint is in \S+: run the "
                         r"same command to resume", str(stopped.value))
     assert not (cut / "summary.json").exists() and len(metric_rows(cut)) == 5
-    monkeypatch.setattr(Events, "row", original)
+    undo()
     run(compose_config(*LONG), cut)
     assert metric_rows(cut) == metric_rows(tmp_path / "whole") and len(metric_rows(cut)) == 10
 
