@@ -47,12 +47,13 @@ class Autopilot:
         array; None: none) is done, else the next fresh one when it comes. ``between`` as for Batches.next."""
         if self._pending is None:
             self._pending = self.batches.submit_next()
-        if not self._pending.done() and self._copyable() is not None and running is not None \
-                and not running.is_ready():  # both busy: whichever is done first decides
+        candidate = None if self._pending.done() else self._copyable()
+        if candidate is not None and running is not None and not running.is_ready():
+            # Both busy: whichever is done first decides.
             step_done = self._watch.submit(running.block_until_ready)
             concurrent.futures.wait([self._pending, step_done], timeout=self.batches.timeout_s,
                                     return_when=concurrent.futures.FIRST_COMPLETED)
-        candidate = None if self._pending.done() else self._copyable()
+            candidate = None if self._pending.done() else candidate
         if candidate is not None:
             candidate[1] += 1
             self.copies += 1

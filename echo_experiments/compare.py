@@ -60,29 +60,38 @@ def profile(overrides: list[str]) -> tuple[Timing, Optional[float]]:
     return Timing(record.upstream_s_per_batch, record.downstream_s_per_step), record.other_cores
 
 
+# A run that trained at most this many examples per fresh example echoed nothing worth measuring.
+NO_ECHO_BELOW = 1.01
+
+
+def _echoed(r: RunRecord) -> bool:
+    return r.effective_echo_factor is not None and r.effective_echo_factor > NO_ECHO_BELOW
+
+
 def worth(base: RunRecord, echoed: RunRecord) -> Optional[float]:
     """What one echoed example was worth in fresh ones: w in fresh_base / fresh_echoed = 1 + w (e_eff - 1), where
     e_eff is the run's examples trained per fresh example (1: as good as fresh; 0: useless)."""
-    e = echoed.effective_echo_factor
-    if not (base.fresh_examples_to_target and echoed.fresh_examples_to_target and e and e > 1.01):
+    if not (base.fresh_examples_to_target and echoed.fresh_examples_to_target and _echoed(echoed)):
         return None
+    e = echoed.effective_echo_factor
     return (base.fresh_examples_to_target / echoed.fresh_examples_to_target - 1) / (e - 1)
 
 
-def _worth_cell(base: RunRecord, r: RunRecord, cell) -> str:
+def _cell(value: Optional[float], digits: int = 1) -> str:
+    return "not reached" if value is None else f"{value:,.{digits}f}"
+
+
+def _worth_cell(base: RunRecord, r: RunRecord) -> str:
     if r is base:
         return ""
-    if r.effective_echo_factor is not None and r.effective_echo_factor <= 1.01:
+    if r.effective_echo_factor is not None and not _echoed(r):
         return "nothing echoed"
-    return cell(worth(base, r), 2)
+    return _cell(worth(base, r), 2)
 
 
 def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
     """The comparison as Markdown: fresh examples and seconds to target, the speedup beside what R predicts,
     the factor each run really echoed at and what an echoed example was worth."""
-    def cell(value, digits=1):
-        return "not reached" if value is None else f"{value:,.{digits}f}"
-
     def speedup(r: RunRecord) -> Optional[float]:
         return base.seconds_to_target / r.seconds_to_target if base.seconds_to_target and r.seconds_to_target \
             else None
@@ -92,10 +101,10 @@ def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) 
              "one echoed example worth | other cores busy |", "|---|---|---|---|---|---|---|---|"]
     for name, r in rows:
         predicted = timing.predicted_speedup(r.effective_echo_factor or 1.0) if r is not base else None
-        lines.append(f"| {name} | {cell(r.fresh_examples_to_target, 0)} | {cell(r.seconds_to_target)} | "
-                     f"{cell(speedup(r), 2) if r is not base else ''} | {cell(predicted, 2) if predicted else ''} | "
-                     f"{cell(r.effective_echo_factor, 2)} | {_worth_cell(base, r, cell)} | "
-                     f"{cell(r.other_cores, 2)} |")
+        lines.append(f"| {name} | {_cell(r.fresh_examples_to_target, 0)} | {_cell(r.seconds_to_target)} | "
+                     f"{_cell(speedup(r), 2) if r is not base else ''} | {_cell(predicted, 2) if predicted else ''} | "
+                     f"{_cell(r.effective_echo_factor, 2)} | {_worth_cell(base, r)} | "
+                     f"{_cell(r.other_cores, 2)} |")
     shared = [name for name, r in rows if r.other_cores is None or r.other_cores > SHARED_CORES]
     lines += ["", f"speedup: baseline seconds / the run's seconds to target; predicted from R = {timing.ratio:.2f} at "
               "the factor the run trained at: max(1, min(e, R)), the bound if every echoed example were as good as "

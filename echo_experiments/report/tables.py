@@ -206,12 +206,15 @@ def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:
     return {k: float(v) for k, v in r.groupby([t["workload"], t["batch_size"]]).median().items()}
 
 
+def _metric_score(trials: pd.DataFrame) -> pd.Series:
+    """Each trial's best value of its target metric, signed so that higher is better."""
+    return np.where(trials["target_mode"] == "max", 1.0, -1.0) * trials["best_metric"].astype(float)
+
+
 def final_performance(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition: the best value of the target metric any trial reached (the paper's fixed-budget
     comparison, §4.6), per study then median/min/max over studies."""
-    t = trials.copy()
-    sign = np.where(t["target_mode"] == "max", 1.0, -1.0)
-    t["score"] = sign * t["best_metric"].astype(float)
+    t = trials.assign(score=_metric_score(trials))
     t["trial_id"] = trial_ids(t)
     bests = (t.groupby(CONDITION + ["study_key"], sort=True)
              .agg(score=("score", "max"), n_trials=("trial_id", "nunique"), metric=("target_metric", "first"),
@@ -287,8 +290,7 @@ FEWEST_FRESH, BEST_METRIC = "fewest fresh examples to target", "best metric"
 
 def _best_metric_trials(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition and study, the trial whose best value of the target metric is best (ties: the first path)."""
-    sign = np.where(trials["target_mode"] == "max", 1.0, -1.0)
-    t = trials.assign(score=sign * trials["best_metric"].astype(float))
+    t = trials.assign(score=_metric_score(trials))
     t = t[np.isfinite(t["score"])].sort_values(["score", "path"], ascending=[False, True], kind="stable")
     best = t.groupby(CONDITION + ["study_key"], sort=True).first().reset_index()
     return best[CONDITION + ["study_key", "path"]].rename(columns={"path": "best_path"})
