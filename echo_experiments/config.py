@@ -41,10 +41,11 @@ MAX_BATCH = 65_536
 @dataclass
 class EchoConfig:
     placement: str = setting("none", "one of " + ", ".join(PLACEMENTS), one_of(*PLACEMENTS))
-    # auto: the autopilot (autopilot.py) copies a recent batch whenever the accelerator would wait for the input.
-    factor: Any = setting(1.0, f"a real number >= 1 and <= {MAX_FACTOR}, or auto (after_batching)",
+    # auto: the autopilot (autopilot.py) trains on copies of recent data whenever the accelerator would wait for
+    # the input.
+    factor: Any = setting(1.0, f"a real number >= 1 and <= {MAX_FACTOR}, or auto",
                           lambda v: v == AUTO or real(1, MAX_FACTOR)(v))
-    # With factor auto: no batch trained more than this many times (its copies included).
+    # With factor auto: nothing trained more than this many times (its copies included).
     max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
                                 real(1, MAX_FACTOR))
     # null: a shuffle of ten batches of copies after example echoing, none after batch echoing (data/stream.py).
@@ -314,10 +315,6 @@ def check_rules(cfg: DictConfig) -> None:
         if o[length] is None and t[budget] is None:
             raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
                               "(a linear decay needs a length)")
-    e = cfg.echo
-    if e.factor == AUTO and e.placement != "after_batching":
-        raise ConfigError("echo.placement", e.placement, "after_batching with echo.factor=auto (the autopilot "
-                          "decides where the trainer sees both the input and the accelerator)")
     st = cfg.storage
     if st.latency_schedule is not None and st.kind != "emulated":
         raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")

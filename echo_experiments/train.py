@@ -41,7 +41,7 @@ from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
 from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
                                     StartupInterrupted, Stops, TargetReached)
-from echo_experiments.autopilot import Autopilot, autopilot_counts
+from echo_experiments.autopilot import Autopilot, autopilot_counts, copies_for
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.train_step import TrainState, initial_state, make_train_step
 from echo_experiments.workloads import make
@@ -268,7 +268,9 @@ class Trainer:
             clocks = Clocks(clock_state)
             inputs = Batches(self.iterator, self.t.timeout_s, self.source)
             if self.spec.pipeline.echo.auto:
-                inputs = Autopilot(inputs, self.spec.pipeline.echo.factor, loop.auto_fresh_batches, loop.auto_copies)
+                inputs = Autopilot(inputs, copies_for(self.spec.pipeline.echo, self.spec.pipeline.seed),
+                                   loop.auto_fresh_batches, loop.auto_copies,
+                                   stream.augment_batches(self.workload, self.spec.pipeline))
             self.inputs = inputs
             step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
@@ -393,7 +395,6 @@ class Trainer:
 
 
 def fit(spec: RunSpec, workload: Any, run_dir: RunDir, batches: tf.data.Dataset) -> dict[str, Any]:
-    """Train on this process's devices from given ``batches`` (the benchmark feeds cached ones): the outcome
-    fields of the run's record."""
+    """Train on this process's devices from ``batches`` (the benchmark's cached ones): the record's outcome fields."""
     mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
     return Trainer(spec, workload, run_dir, mesh, batches).fit()

@@ -70,9 +70,11 @@ class Batches:
         (the step in flight) is for the autopilot's stand-in (autopilot.py), which decides by it."""
         return self.result(self.submit_next(), between)
 
-    def submit_next(self) -> concurrent.futures.Future:
-        """Start reading the next batch on the helper thread; :meth:`result` waits for it."""
-        return self._waiter.submit(lambda: {k: v.numpy() for k, v in next(self.iterator).items()})
+    def submit_next(self, then: Callable[[dict[str, np.ndarray]], Any] = lambda batch: batch
+                    ) -> concurrent.futures.Future:
+        """Start reading the next batch on the helper thread, ``then`` applied to it there; :meth:`result` waits
+        for it."""
+        return self._waiter.submit(lambda: then({k: v.numpy() for k, v in next(self.iterator).items()}))
 
     def call(self, fn: Callable[[], Any], between: Callable[[], None] = lambda: None) -> Any:
         """``fn()`` (a call into the input pipeline) on the helper thread, within the timeout."""

@@ -1,5 +1,6 @@
-"""echo.factor=auto end to end: the autopilot copies batches while the input is slow, never past its cap, counts
-fresh examples exactly, logs the factor it chose per evaluation, and a resumed run goes on from its counts."""
+"""echo.factor=auto end to end: the autopilot copies batches (or, before augmentation, examples) while the input is
+slow, never past its cap, counts fresh examples exactly, logs the factor it chose per evaluation, and a resumed
+run goes on from its counts."""
 
 import pytest
 
@@ -41,8 +42,27 @@ def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, 
     assert rows[:3] == before and len(rows) == 10
 
 
-def test_the_autopilot_is_refused_where_the_trainer_cannot_see_the_input(tmp_path):
+def test_before_augmentation_the_autopilot_copies_examples_augmented_anew_with_exact_counts(tmp_path):
+    overrides = [o.replace("echo.placement=after_batching", "echo.placement=before_augmentation") for o in SLOW]
+    overrides += ["trainer.max_fresh_examples=5120"]
+    record = run(compose_config(*overrides), tmp_path)
+    rows = metric_rows(tmp_path)
+    assert record.echo_auto and record.placement == "before_augmentation" and record.fresh_examples == 5120
+    assert record.steps == 5120 // 32 + record.echo_copied_batches and 1 < record.effective_echo_factor <= 3
+    assert all(row["examples_trained"] <= 3 * row["fresh_examples"] for row in rows)
+
+
+def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir):
+    from echo_experiments.data import stream
     from echo_experiments.schema import ConfigError
-    with pytest.raises(ConfigError, match="echo.placement=before_batching is not allowed: after_batching with "
-                                          "echo.factor=auto"):
-        run(compose_config(*FAST, "echo.placement=before_batching", "echo.factor=auto"), tmp_path)
+    from echo_experiments.specs import PipelineSpec
+    from echo_experiments.workloads import make
+
+    cfg = compose_config("echo.factor=auto")
+    workload = make(cfg.workload, data_dir)
+    stream.build(workload, PipelineSpec.from_config(cfg))  # fashion_mnist: one stored shape, augmented in chunks
+    workload.augments_in_chunks = False  # as ImageNet's or the detection task's examples, one at a time
+    with pytest.raises(ConfigError, match="echo.placement=before_augmentation with echo.factor=auto needs examples "
+                                          "of one shape before augmentation .ImageClassification's vary.: use "
+                                          "after_augmentation or after_batching"):
+        stream.build(workload, PipelineSpec.from_config(cfg))

@@ -63,7 +63,7 @@ CASES = [
     (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
-    (["echo.factor=auto"], "echo.placement=before_augmentation is not allowed: after_batching with echo.factor=auto"),
+    (["echo=none", "echo.factor=auto"], "echo.placement=none is not allowed: echo.factor=auto needs an echo point"),
     (["echo=after_batching", "echo.factor=auto", "echo.max_factor=0.5"], "echo.max_factor=0.5 is not allowed: a real "
      "number >= 1 and <= 1000 (the cap of echo.factor=auto)"),
     (["storage=emulated", "storage.latency_schedule=[[0,2]]"], "storage.latency_schedule=[[0, 2]] is not allowed: null "
@@ -71,7 +71,7 @@ CASES = [
     (["storage.latency_schedule=[[10,2]]"], "storage.latency_schedule=[[10, 2]] is not allowed: null unless "
      "storage.kind=emulated"),
     # Values that were accepted and then crashed mid-run, or were read as something else.
-    (["echo.factor=1e9"], "echo.factor=1000000000 is not allowed: a real number >= 1 and <= 1000, or auto (after_batching)"),
+    (["echo.factor=1e9"], "echo.factor=1000000000 is not allowed: a real number >= 1 and <= 1000, or auto"),
     (["echo.shuffle_buffer=9223372036854775807"], "echo.shuffle_buffer=9223372036854775807 is not allowed: null"),
     (["workload.shuffle_buffer=99999999999"], "workload.shuffle_buffer=99999999999 is not allowed: an integer >= 1"),
     (["workload.batch_size=100000000"], "workload.batch_size=100000000 is not allowed: an integer >= 1 and <= 65536"),
@@ -101,7 +101,7 @@ def test_every_job_of_a_sweep_is_checked_before_any_runs():
     assert check_command_line(["-m", "echo.factor=1,2,4"]) is None
     assert check_command_line(["-m", "echo=after_batching", "echo.factor=1,2,auto", "storage=emulated",
                                "storage.latency_schedule=[[25600,20],[25600,1]]"]) is None
-    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto (after_batching)"
+    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto"
     assert check_command_line(["-m", "workload=fashion_mnist,nope"]).startswith("workload=nope is not allowed")
 
 

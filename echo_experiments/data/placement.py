@@ -47,7 +47,8 @@ ECHO_SHUFFLE_BATCHES = 10
 @dataclass(frozen=True)
 class EchoSpec:
     """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule).
-    With ``auto`` the autopilot echoes instead of a stage, up to ``factor`` (echo.max_factor) on average."""
+    With ``auto`` the autopilot echoes in the trainer instead of a stage, no example trained more than ``factor``
+    (echo.max_factor) times."""
 
     placement: Placement = Placement.NONE
     factor: float = 1.0
@@ -67,6 +68,12 @@ class EchoSpec:
         """The echo stage the pipeline gets: none at factor 1, whatever the placement (so no echo shuffle), and
         none with the autopilot, which echoes in the trainer."""
         return self.placement if self.factor != 1 and not self.auto else Placement.NONE
+
+    @property
+    def augments_in_trainer(self) -> bool:
+        """The autopilot before augmentation: the stream hands on batches as read, and the autopilot augments
+        each batch as it delivers it, a copy anew (autopilot.py)."""
+        return self.auto and self.placement is Placement.BEFORE_AUGMENTATION
 
     @property
     def label(self) -> Any:

@@ -9,8 +9,9 @@
 hook, ``decode`` and augmentation; everything about echoing (the echo stage at the one point
 ``echo.placement`` names, the shuffle after it), the shuffles, batching, read ids, hosts and the tf.data
 service is added here and nowhere else. With factor 1 no echo stage and no echo shuffle are inserted, so
-the baseline is exactly the plain pipeline. The trainer, the profiler, the benchmark and the service
-all build their streams with it.
+the baseline is exactly the plain pipeline. With the autopilot (``echo.factor=auto``) the trainer echoes
+instead (autopilot.py); before augmentation the stream then leaves the augmentation to it. The trainer, the
+profiler, the benchmark and the service all build their streams with it.
 """
 
 import socket
@@ -81,11 +82,40 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
     _trainable(_kept_read_ids(ds, workload, "decode"), workload, "decode", shapes=False)
     ds = ds.shuffle(_bounded(ds, spec.shuffle_buffer, "workload.shuffle_buffer"), seed=stage_seed(seed, "shuffle"))
     ds = point(ds, "E1")
-    ds = _kept_read_ids(_traced(lambda: _augment(ds, workload, seed), workload, "augment"), workload, "augment")
+    if spec.echo.augments_in_trainer:
+        _batches_as_read(workload)
+    else:
+        ds = _kept_read_ids(_traced(lambda: _augment(ds, workload, seed), workload, "augment"), workload, "augment")
     ds = point(ds, "E2")
     ds = ds.batch(local_batch, drop_remainder=True)
     ds = _trainable(point(ds, "E3", batched=True), workload, "batches")
     return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def augment_batches(workload: Any, spec: PipelineSpec) -> Optional[Callable[[dict, int], dict]]:
+    """For the autopilot before augmentation (``spec.echo.augments_in_trainer``): the workload's augmentation of
+    one batch of NumPy arrays, drawn from ``key`` (the autopilot's index of the batch); None where the stream
+    augments (every other pipeline). Only a workload that augments a chunk of same-shape examples at once can
+    augment a batch as read: ConfigError for the others."""
+    if not (spec.echo.augments_in_trainer and workload.augments):
+        return None
+    augment_seed = stage_seed(spec.seed, "augment")
+    fn = tf.function(_plain(workload.augment_chunk))
+
+    def augment(batch: dict, key: int) -> dict:
+        out = fn({k: tf.constant(v) for k, v in batch.items()}, tf.constant([augment_seed, key], tf.int64))
+        return {k: v.numpy() for k, v in out.items()}
+
+    return augment
+
+
+def _batches_as_read(workload: Any) -> None:
+    """The autopilot before augmentation batches examples as read, which takes examples of one shape, and
+    augments whole batches (augment_chunk): ConfigError for a workload whose examples vary before augmentation."""
+    if workload.augments and not workload.augments_in_chunks:
+        raise ConfigError("echo.placement", "before_augmentation", "", (
+            f"echo.placement=before_augmentation with echo.factor=auto needs examples of one shape before "
+            f"augmentation ({type(workload).__name__}'s vary): use after_augmentation or after_batching"))
 
 
 def _kept_read_ids(ds: tf.data.Dataset, workload: Any, stage: str) -> tf.data.Dataset:

@@ -1,6 +1,8 @@
 """The autopilot's decisions (echo.factor=auto): fresh when the input has a batch ready, a copy only while the
-step in flight is done and the input is not, never past the cap."""
+step in flight is done and the input is not, never past the cap; copies of whole batches after batching, of
+examples mixed across batches before it, augmented anew before augmentation."""
 
+import collections
 import concurrent.futures
 import threading
 import time
@@ -8,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from echo_experiments.autopilot import Autopilot
+from echo_experiments.autopilot import Autopilot, BatchCopies, ExampleCopies
 from echo_experiments.data.storage import latency_at
 from echo_experiments.waits import Batches
 
@@ -55,7 +57,7 @@ class _Tensor:
 
 def pilot(max_factor=4.0):
     gate = Gate()
-    return gate, Autopilot(Batches(gate, timeout_s=10, source="a test input"), max_factor)
+    return gate, Autopilot(Batches(gate, timeout_s=10, source="a test input"), BatchCopies(max_factor))
 
 
 def ids(batch):
@@ -167,7 +169,7 @@ class StepFor:
 def factor_chosen(read_s: float, step_s: float, fresh: int, max_factor: float = 8.0) -> float:
     """Train with an input of ``read_s`` a batch and steps of ``step_s`` until ``fresh`` fresh batches: the
     batches trained per fresh batch."""
-    auto = Autopilot(Batches(Timed(read_s), timeout_s=10, source="a test input"), max_factor)
+    auto = Autopilot(Batches(Timed(read_s), timeout_s=10, source="a test input"), BatchCopies(max_factor))
     running = None
     while auto.fresh_items < fresh:
         auto.next(running=running)
@@ -182,3 +184,39 @@ def test_with_an_input_faster_than_the_step_it_echoes_almost_nothing():
 
 def test_with_an_input_slowed_to_three_steps_a_batch_it_echoes_about_three():
     assert 2.4 <= factor_chosen(read_s=0.06, step_s=0.02, fresh=25) <= 3.3
+
+
+def test_example_copies_mix_the_least_copied_examples_of_recent_batches_and_never_pass_the_cap():
+    pool = ExampleCopies(max_factor=3.0, seed=0)
+    for i in range(2):
+        pool.add({"read_id": np.arange(10) + 10 * i, "x": np.arange(10) + 10 * i})
+    trained = collections.Counter(range(20))  # each fresh example once
+    batches = []
+    while (chosen := pool.candidate()) is not None:
+        batch = pool.take(chosen)
+        assert len(batch["read_id"]) == 10 and len(set(batch["read_id"])) == 10  # no example beside itself
+        assert (batch["x"] == batch["read_id"]).all()  # every key of an example taken together
+        trained.update(batch["read_id"].tolist())
+        batches.append(batch)
+    assert len(batches) == 4 and set(trained.values()) == {3}  # 2 copies of each of 20: all at the cap of 3
+    assert all(0 < (b["read_id"] < 10).sum() < 10 for b in batches)  # copies mix both batches
+    assert set(batches[0]["read_id"]).isdisjoint(batches[1]["read_id"])  # the least-copied go first
+
+
+def test_before_augmentation_each_batch_is_augmented_as_delivered_a_copy_anew():
+    keys = []
+
+    def augment(batch, key):
+        keys.append(key)
+        return {**batch, "x": batch["read_id"] * 100 + key}
+
+    gate = Gate()
+    auto = Autopilot(Batches(gate, timeout_s=10, source="a test input"), ExampleCopies(4.0, seed=0), augment=augment)
+    gate.opened.release()
+    fresh = auto.next()
+    copy = auto.next(running=Step(True))
+    assert (fresh["x"] == np.arange(10) * 100).all()  # fresh batch 0: key 0, augmented on the reading thread
+    assert sorted(copy["read_id"]) == list(range(10)) and (copy["x"] == copy["read_id"] * 100 - 1).all()
+    assert keys == [0, -1]  # the copy augmented from the batch as read, with a key of its own
+    gate.opened.release()
+    auto.close()

@@ -30,7 +30,7 @@ def test_one_run_is_a_plan_of_one_job_without_a_sweep_folder_and_help_runs_none(
 
 def test_every_job_is_checked_before_any_runs():
     assert check_command_line(["-m", "workload=synthetic", "echo.factor=2,0.5"]) == (
-        "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto (after_batching)")
+        "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto")
 
 
 def test_time_left_counts_a_resumed_job_by_the_share_of_it_this_command_trained():
