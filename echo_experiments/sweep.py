@@ -69,8 +69,10 @@ def job_key(cfg: DictConfig) -> str:
 def run_key(cfg: DictConfig) -> str:
     """The run a job makes: its config with the echo settings that factor 1 ignores (no echo stage, so no
     placement and no echo shuffle) made equal. A sweep of placements x factors, such as
-    `echo=before_batching,after_batching echo.factor=1,2,4`, then makes its baseline once, not per placement."""
-    if EchoSpec.from_config(cfg.echo).stage is not Placement.NONE:
+    `echo=before_batching,after_batching echo.factor=1,2,4`, then makes its baseline once, not per placement.
+    The autopilot echoes in the trainer, not in a stage, and what it copies depends on the placement."""
+    echo = EchoSpec.from_config(cfg.echo)
+    if echo.stage is not Placement.NONE or echo.auto:
         return job_key(cfg)
     plain = copy.deepcopy(cfg)
     plain.echo.placement, plain.echo.shuffle_buffer = Placement.NONE.value, None

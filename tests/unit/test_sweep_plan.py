@@ -18,6 +18,9 @@ def test_a_sweep_of_placements_at_factor_one_makes_its_baseline_once():
     sweep_plan = plan(["-m", "workload=synthetic", "echo=before_augmentation,after_batching", "echo.factor=1,2"])
     assert sweep_plan.jobs == 3 and len(sweep_plan.repeats) == 1
     assert sweep_plan.sweep_dir.startswith("multirun/")
+    # The autopilot echoes at every placement: only the baseline repeats.
+    autopilot = plan(["-m", "workload=synthetic", "echo=before_augmentation,after_batching", "echo.factor=1,auto"])
+    assert autopilot.jobs == 3 and len(autopilot.repeats) == 1
 
 
 def test_one_run_is_a_plan_of_one_job_without_a_sweep_folder_and_help_runs_none():
