@@ -8,7 +8,8 @@ and what does the runner's train loop cost? Medians over repeats, every variant 
 2. The echo stage alone: its own seconds per delivered item, on examples or batches already in memory
    (nothing upstream to hide behind), against the plain local pipeline's seconds per delivered item.
 3. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
-   loss bookkeeping) against a bare loop of the same compiled step, both over the same cached batches.
+   loss bookkeeping), and of the same loop with the autopilot deciding at every step, against a bare loop of
+   the same compiled step, all over the same cached batches.
 """
 
 import argparse
@@ -139,16 +140,19 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
                                                 "profile_batches": 0, "progress": False, "stop_at_target": False,
                                                 "checkpoint_every_seconds": 0}})
     spec = RunSpec.from_config(run_cfg)
+    # The autopilot over an input that is always ready (the local case): what deciding costs when it copies nothing.
+    auto = RunSpec.from_config(OmegaConf.merge(run_cfg, {"echo": {"placement": "after_batching", "factor": "auto"}}))
     tx = optim.optimizer(spec.optimizer)
     # Compiled as the trainer compiles it, donated state included; the learning rate at the schedule's start.
     step = jax.jit(make_train_step(workload, tx, optim.schedule(spec.schedule), workload.compute_dtype),
                    donate_argnums=0)
     position = np.int32(0)
-    runner, bare = [], []
+    runner, autopilot, bare = [], [], []
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as out:
-            summary = fit(spec, workload, RunDir(out), batches)
-        runner.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
+        for run_spec, rates in ((spec, runner), (auto, autopilot)):
+            with tempfile.TemporaryDirectory() as out:
+                summary = fit(run_spec, workload, RunDir(out), batches)
+            rates.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
         state = initial_state(workload, tx, int(cfg.seed), None)  # anew each repeat: the step donates it
         stream = batches.as_numpy_iterator()
         first = next(stream)
@@ -161,9 +165,11 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
             state, loss = step(state, batch, position)
         jax.block_until_ready(loss)
         bare.append((steps - 1) / (time.perf_counter() - began))
-    r, b = float(np.median(runner)), float(np.median(bare))
+    r, a, b = float(np.median(runner)), float(np.median(autopilot)), float(np.median(bare))
     return pd.DataFrame([{"loop": "bare jitted loop", "steps_per_s": b, "relative": 1.0},
-                         {"loop": "trainer (fit)", "steps_per_s": r, "relative": r / b}])
+                         {"loop": "trainer (fit)", "steps_per_s": r, "relative": r / b},
+                         {"loop": "trainer (fit), echo.factor=auto after batching", "steps_per_s": a,
+                          "relative": a / b}])
 
 
 def at_least(low: int):

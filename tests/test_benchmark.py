@@ -23,3 +23,4 @@ def test_benchmark_writes_its_three_tables(tmp_path):
     assert text.count("| examples | echo stage |") == text.count("| examples | flat_map idiom |") == 2
     assert text.count("| batches | echo stage |") == 2 and "| batches | flat_map idiom |" not in text
     assert "| bare jitted loop |" in text and "| trainer (fit) |" in text
+    assert "| trainer (fit), echo.factor=auto after batching |" in text
