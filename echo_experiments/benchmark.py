@@ -27,7 +27,7 @@ import pandas as pd
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from echo_experiments import optim
+from echo_experiments import machine, optim
 from echo_experiments.data.placement import NO_ECHO, EchoSpec, Placement
 from echo_experiments.cli import fail
 from echo_experiments.compose import compose_all
@@ -206,7 +206,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
     runner = runner_table(cfg, workload, args.repeats, args.steps)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
-    text = (f"Measured with `{command}` ({args.repeats} repeats, medians).\n\n"
+    cpu = machine.describe()
+    text = (f"Measured with `{command}` ({args.repeats} repeats, medians), on {cpu['cpu']}, {cpu['cores']} cores.\n\n"
             "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +
             "\n## The echo stage alone: its cost per delivered item\n\n" + table(stage) +
             "\n## Train loop: steps/s on the same cached batches\n\n" + table(runner))
