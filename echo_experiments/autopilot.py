@@ -128,13 +128,15 @@ class Autopilot:
             copy = self.pool.take(candidate)
             return self.augment(copy, -self.copies) if self.augment else copy
         read, batch = self.batches.result(self._pending, between)
+        self.fresh_items += 1
         self._pending = self._read()
         self.pool.add(read)
-        self.fresh_items += 1
         return dict(batch)
 
     def _read(self) -> concurrent.futures.Future:
-        """The next fresh batch as read and as trained (augmented here where the autopilot augments)."""
+        """The next fresh batch as read and as trained (augmented here where the autopilot augments, keyed by its
+        index among the fresh batches: as the stream keys its chunks, so without copies the batches are the
+        stream's own where a batch is one chunk)."""
         index, augment = self.fresh_items, self.augment
         return self.batches.submit_next(lambda read: (read, augment(read, index) if augment else read))
 

@@ -52,6 +52,23 @@ def test_before_augmentation_the_autopilot_copies_examples_augmented_anew_with_e
     assert all(row["examples_trained"] <= 3 * row["fresh_examples"] for row in rows)
 
 
+def test_before_augmentation_without_copies_the_autopilot_trains_the_baselines_batches(data_dir):
+    from echo_experiments.data import stream
+    from echo_experiments.specs import PipelineSpec
+    from echo_experiments.workloads import make
+
+    base, auto = compose_config(), compose_config("echo.factor=auto")  # batches of 64: one augmentation chunk each
+    workload = make(base.workload, data_dir)
+    spec = PipelineSpec.from_config(auto)
+    plain, as_read = (stream.build(workload, s).take(5).as_numpy_iterator()
+                      for s in (PipelineSpec.from_config(base), spec))
+    augment = stream.augment_batches(workload, spec)
+    for key, (expected, read) in enumerate(zip(plain, as_read)):
+        delivered = augment(read, key)  # the key the autopilot gives the key-th fresh batch
+        assert (delivered["read_id"] == expected["read_id"]).all() and (delivered["image"] == expected["image"]).all()
+        assert not (read["image"] == expected["image"]).all()  # read, not yet augmented
+
+
 def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir):
     from echo_experiments.data import stream
     from echo_experiments.schema import ConfigError

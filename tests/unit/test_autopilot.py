@@ -217,6 +217,10 @@ def test_before_augmentation_each_batch_is_augmented_as_delivered_a_copy_anew():
     copy = auto.next(running=Step(True))
     assert (fresh["x"] == np.arange(10) * 100).all()  # fresh batch 0: key 0, augmented on the reading thread
     assert sorted(copy["read_id"]) == list(range(10)) and (copy["x"] == copy["read_id"] * 100 - 1).all()
-    assert keys == [0, -1]  # the copy augmented from the batch as read, with a key of its own
+    assert keys[:2] == [0, -1]  # the copy augmented from the batch as read, with a key of its own
+    gate.opened.release()
+    auto.settle()
+    assert (auto.next(running=Step(True))["x"] == np.arange(10, 20) * 100 + 1).all()  # fresh batch 1: key 1
+    assert keys == [0, -1, 1]
     gate.opened.release()
     auto.close()
