@@ -95,8 +95,7 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
 def augment_batches(workload: Any, spec: PipelineSpec) -> Optional[Callable[[dict, int], dict]]:
     """For the autopilot before augmentation (``spec.echo.augments_in_trainer``): the workload's augmentation of
     one batch of NumPy arrays, drawn from ``key`` (the autopilot's index of the batch); None where the stream
-    augments (every other pipeline). Only a workload that augments a chunk of same-shape examples at once can
-    augment a batch as read: ConfigError for the others."""
+    augments (every other pipeline). :func:`build` has refused the workloads that cannot augment a batch as read."""
     if not (spec.echo.augments_in_trainer and workload.augments):
         return None
     augment_seed = stage_seed(spec.seed, "augment")
