@@ -11,8 +11,9 @@ run (shared storage, the network, other work on the host). The autopilot decides
 So the accelerator is idle only where the cap says so, and no copy is made that the input could have
 replaced. The schedule, budget and evaluations are in fresh examples and fresh examples are counted from read
 ids, so a factor that changes from step to step leaves all of them exact. The decisions follow the clock:
-two runs of one config train on the same fresh examples in the same order but copy different ones, so a rerun
-is not step-for-step identical (the counts of fresh batches and copies are recorded).
+two runs of one config train on the same fresh examples in the same order but copy different ones. What a copy
+holds is fixed by the decisions before it (ties are broken by a draw keyed by the copy's index), so a run that
+makes a recorded run's decisions again (``echo.replay``: decisions.py) trains as it did.
 
 The decisions are made in the trainer, which sees both the input and the accelerator; what a copy holds
 depends on the placement:
@@ -30,7 +31,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from echo_experiments.data import stream
 from echo_experiments.data.placement import EchoSpec
+from echo_experiments.decisions import COPY, FRESH, RESUMED, Decisions, Plan
+from echo_experiments.specs import PipelineSpec
 from echo_experiments.waits import Batches
 
 # The recent fresh batches a copy is drawn from: copies of one batch spread over a few steps.
@@ -56,9 +60,12 @@ class BatchCopies:
         fewest = min(copies for _, copies in open_items)
         return next(item for item in reversed(open_items) if item[1] == fewest)
 
-    def take(self, item: list) -> Batch:
+    def take(self, item: list, index: int) -> Batch:
         item[1] += 1
         return dict(item[0])
+
+    def clear(self) -> None:
+        self.recent.clear()
 
 
 class ExampleCopies:
@@ -70,26 +77,26 @@ class ExampleCopies:
         self.max_factor = max_factor
         self.batches: collections.deque[Batch] = collections.deque(maxlen=recent)
         self.counts: collections.deque[np.ndarray] = collections.deque(maxlen=recent)  # copies made of each example
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
 
     def add(self, batch: Batch) -> None:
         self.batches.append(batch)
         self.counts.append(np.zeros(len(batch["read_id"]), np.int64))
 
     def candidate(self) -> Optional[np.ndarray]:
-        """Which examples (positions among the recent batches') the next copy batch holds; None if fewer than a
-        batch can take one more copy within ``max_factor`` trainings."""
+        """The examples (positions among the recent batches') that can take one more copy within ``max_factor``
+        trainings; None if fewer than a batch can."""
         if not self.batches:
             return None
-        counts = np.concatenate(self.counts)
-        open_items = np.flatnonzero(counts + 2 <= self.max_factor)
-        size = len(self.counts[-1])
-        if len(open_items) < size:
-            return None
-        order = np.lexsort((self.rng.random(len(open_items)), counts[open_items]))
-        return open_items[order[:size]]
+        open_items = np.flatnonzero(np.concatenate(self.counts) + 2 <= self.max_factor)
+        return open_items if len(open_items) >= len(self.counts[-1]) else None
 
-    def take(self, chosen: np.ndarray) -> Batch:
+    def take(self, open_items: np.ndarray, index: int) -> Batch:
+        """The ``index``-th copy batch: the least-copied of ``open_items``, ties in an order drawn from the
+        seed and ``index`` alone, so what a copy holds follows from the decisions before it."""
+        counts = np.concatenate(self.counts)
+        tie_break = np.random.default_rng((self.seed, index)).random(len(open_items))
+        chosen = open_items[np.lexsort((tie_break, counts[open_items]))[:len(self.counts[-1])]]
         start = 0
         for counts in self.counts:
             mine = chosen[(chosen >= start) & (chosen < start + len(counts))] - start
@@ -97,41 +104,78 @@ class ExampleCopies:
             start += len(counts)
         return {key: np.concatenate([batch[key] for batch in self.batches])[chosen] for key in self.batches[0]}
 
+    def clear(self) -> None:
+        self.batches.clear()
+        self.counts.clear()
+
 
 class Autopilot:
     """Batches from ``batches`` (one read always in flight), with copies from ``copies`` in the input's gaps:
     see the module. ``augment(batch, key)``, where given, augments every batch as it is delivered (a fresh one
-    on the reading thread, keyed by its fresh index; a copy keyed by its copy index, negated)."""
+    on the reading thread, keyed by its fresh index; a copy keyed by its copy index, negated). ``saved``: the
+    state a checkpoint holds (:meth:`state`), to go on from; ``replay``: recorded decisions to make again."""
 
-    def __init__(self, batches: Batches, copies: BatchCopies | ExampleCopies, fresh_items: int = 0,
-                 copies_made: int = 0, augment: Optional[Callable[[Batch, int], Batch]] = None):
-        self.batches, self.pool, self.augment = batches, copies, augment
-        self.fresh_items, self.copies = fresh_items, copies_made  # so far (a resumed run goes on from its checkpoint's)
+    def __init__(self, batches: Batches, copies: BatchCopies | ExampleCopies, saved: Optional[dict] = None,
+                 augment: Optional[Callable[[Batch, int], Batch]] = None, replay: Optional[Plan] = None):
+        saved = saved or {}
+        self.batches, self.pool, self.augment, self.replay = batches, copies, augment, replay
+        self.fresh_items, self.copies = saved.get("fresh_batches", 0), saved.get("copies", 0)
+        self.decisions = Decisions(saved.get("decisions"))
+        if saved:  # resumed: the batch read ahead at the save is dropped, and the copies start over
+            self.decisions.add(RESUMED)
+        if replay is not None:
+            replay.seek(self.fresh_items + self.copies)
         self._pending: Optional[concurrent.futures.Future] = None
         # Waits for the step in flight beside the read: no polling, which would take the GIL from the input.
         self._watch = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="autopilot_step")
 
     def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> Batch:
         """The next batch: fresh when one is ready, else a copy once ``running`` (the step in flight, a JAX
-        array; None: none) is done, else the next fresh one when it comes. ``between`` as for Batches.next."""
+        array; None: none) is done, else the next fresh one when it comes; or as the replayed record says.
+        ``between`` as for Batches.next."""
         if self._pending is None:
             self._pending = self._read()
+        planned = self._planned()
+        if planned is None:
+            candidate = self._by_clock(running)
+        else:
+            candidate = self.pool.candidate() if planned == COPY else None
+            if planned == COPY and candidate is None:
+                raise self.replay.mismatch(self.fresh_items + self.copies)
+        if candidate is not None:
+            self.copies += 1
+            self.decisions.add(COPY)
+            copy = self.pool.take(candidate, self.copies)
+            return self.augment(copy, -self.copies) if self.augment else copy
+        read, batch = self.batches.result(self._pending, between)
+        self.fresh_items += 1
+        self.decisions.add(FRESH)
+        self._pending = self._read()
+        self.pool.add(read)
+        return dict(batch)
+
+    def _by_clock(self, running: Any) -> Any:
+        """What to copy now (None: nothing, take the fresh batch): a candidate while no fresh batch is ready and
+        the step in flight is done; while both are busy, whichever is done first decides."""
         candidate = None if self._pending.done() else self.pool.candidate()
         if candidate is not None and running is not None and not running.is_ready():
-            # Both busy: whichever is done first decides.
             step_done = self._watch.submit(running.block_until_ready)
             concurrent.futures.wait([self._pending, step_done], timeout=self.batches.timeout_s,
                                     return_when=concurrent.futures.FIRST_COMPLETED)
             candidate = None if self._pending.done() else candidate
-        if candidate is not None:
-            self.copies += 1
-            copy = self.pool.take(candidate)
-            return self.augment(copy, -self.copies) if self.augment else copy
-        read, batch = self.batches.result(self._pending, between)
-        self.fresh_items += 1
-        self._pending = self._read()
-        self.pool.add(read)
-        return dict(batch)
+        return candidate
+
+    def _planned(self) -> Optional[str]:
+        """The replayed record's next decision (None: the clock's), after the resumptions it records: each drops
+        the batch read ahead and starts the copies over, as the recorded run's resumption did."""
+        planned = self.replay.next() if self.replay is not None else None
+        while planned == RESUMED:
+            self.batches.result(self._pending)
+            self.pool.clear()
+            self.decisions.add(RESUMED)
+            self._pending = self._read()
+            planned = self.replay.next()
+        return planned
 
     def _read(self) -> concurrent.futures.Future:
         """The next fresh batch as read and as trained (augmented here where the autopilot augments, keyed by its
@@ -144,6 +188,10 @@ class Autopilot:
     def delivered_per_fresh(self) -> float:
         """Batches handed to the trainer per fresh batch, so far."""
         return (self.fresh_items + self.copies) / self.fresh_items if self.fresh_items else 1.0
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the autopilot: its counts and decisions so far."""
+        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs}
 
     def settle(self) -> None:
         """Wait for the read in flight (within the timeout), so the iterator is idle and can be saved. The batch
@@ -162,6 +210,16 @@ def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
     return BatchCopies(echo.factor) if echo.placement.echoes_batches else ExampleCopies(echo.factor, seed)
 
 
-def autopilot_counts(inputs: Any) -> tuple[int, int]:
-    """The autopilot's fresh batches and copies so far; (0, 0) for plain batches."""
-    return (inputs.fresh_items, inputs.copies) if isinstance(inputs, Autopilot) else (0, 0)
+def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
+           replay: Optional[Plan]) -> Batches | Autopilot:
+    """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
+    from ``saved`` (its state in a checkpoint; empty: from the start)."""
+    if not pipeline.echo.auto:
+        return batches
+    return Autopilot(batches, copies_for(pipeline.echo, pipeline.seed), saved,
+                     stream.augment_batches(workload, pipeline), replay)
+
+
+def autopilot_state(inputs: Any) -> dict[str, Any]:
+    """The autopilot's state for a checkpoint; empty for plain batches."""
+    return inputs.state() if isinstance(inputs, Autopilot) else {}

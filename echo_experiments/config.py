@@ -48,6 +48,10 @@ class EchoConfig:
     # With factor auto: nothing trained more than this many times (its copies included).
     max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
                                 real(1, MAX_FACTOR))
+    # With factor auto: a run whose recorded decisions this one makes again instead of the clock's (decisions.py).
+    replay: Optional[str] = setting(None, "null or the directory of a run made with echo.factor=auto (the "
+                                    "decisions it recorded are made again, whatever the input's speed)",
+                                    optional(text))
     # null: a shuffle of ten batches of copies after example echoing, none after batch echoing (data/stream.py).
     shuffle_buffer: Optional[int] = setting(None, "null (the default: 10 x ceil(e) x batch examples after example "
                                              "echoing, none after batch echoing) or an integer >= 0 "
@@ -315,6 +319,9 @@ def check_rules(cfg: DictConfig) -> None:
         if o[length] is None and t[budget] is None:
             raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
                               "(a linear decay needs a length)")
+    if cfg.echo.replay is not None and cfg.echo.factor != AUTO:
+        raise ConfigError("echo.replay", cfg.echo.replay, "null unless echo.factor=auto (only the autopilot's "
+                          "decisions are recorded)")
     st = cfg.storage
     if st.latency_schedule is not None and st.kind != "emulated":
         raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")

@@ -26,7 +26,7 @@ import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments import machine, optim, parallel, timing, tuning
+from echo_experiments import decisions, machine, optim, parallel, timing, tuning
 from echo_experiments.checkpoints import Checkpoints
 from echo_experiments.checkpoints import exist as checkpoints_exist
 from echo_experiments.clocks import Clocks, ClockState
@@ -41,7 +41,7 @@ from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
 from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
                                     StartupInterrupted, Stops, TargetReached)
-from echo_experiments.autopilot import Autopilot, autopilot_counts, copies_for
+from echo_experiments.autopilot import Autopilot, autopilot_state, trainer_inputs
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.train_step import TrainState, initial_state, make_train_step
 from echo_experiments.workloads import make
@@ -154,8 +154,7 @@ class LoopState:
     pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
     trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
     fresh_at_eval: int = 0
-    auto_fresh_batches: int = 0  # the autopilot's fresh batches and copies so far
-    auto_copies: int = 0
+    autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
 
     @staticmethod
     def save(loop: "LoopState", outcome: Outcome, clocks: ClockState) -> dict[str, Any]:
@@ -179,6 +178,7 @@ class Trainer:
         self.hparams = hparams  # the run's values for TensorBoard's HParams (None: no event files)
         self.events: Optional[Events] = None
         self.inputs: Optional[Batches | Autopilot] = None
+        self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
         rules = [Divergence(), TargetReached(workload.target, self.t.stop_at_target)]
@@ -266,14 +266,12 @@ class Trainer:
             self.mesh.barrier("training", self.t.distributed_timeout_s)  # every process compiled: the first collective
             self._started()
             clocks = Clocks(clock_state)
-            inputs = Batches(self.iterator, self.t.timeout_s, self.source)
-            if self.spec.pipeline.echo.auto:
-                inputs = Autopilot(inputs, copies_for(self.spec.pipeline.echo, self.spec.pipeline.seed),
-                                   loop.auto_fresh_batches, loop.auto_copies,
-                                   stream.augment_batches(self.workload, self.spec.pipeline))
-            self.inputs = inputs
+            self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source),
+                                                  self.spec.pipeline, self.workload, loop.autopilot, self.replay)
             step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
+        if isinstance(inputs, Autopilot) and self.mesh.writes_run_dir:
+            decisions.write(self.run_dir.path, self.spec.pipeline.echo, self.spec.pipeline.batch_size, inputs.decisions)
         if self.checkpoints:
             with clocks.checkpointing():
                 self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
@@ -313,7 +311,7 @@ class Trainer:
                 with clocks.checkpointing() as clock_state:
                     inputs.settle()
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
-                    loop.auto_fresh_batches, loop.auto_copies = autopilot_counts(inputs)
+                    loop.autopilot = autopilot_state(inputs)
                     self.checkpoints.save(step, state, self.iterator, fresh.seen,
                                           LoopState.save(loop, outcome, clock_state))
         bar.close()

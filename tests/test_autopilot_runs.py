@@ -1,10 +1,13 @@
 """echo.factor=auto end to end: the autopilot copies batches (or, before augmentation, examples) while the input is
 slow, never past its cap, counts fresh examples exactly, logs the factor it chose per evaluation, and a resumed
-run goes on from its counts."""
+run goes on from its counts; a replay of a run's recorded decisions trains as that run did."""
+
+import json
 
 import pytest
 
 from conftest import FAST, compose_config, ctrl_c_at_evaluation, metric_rows
+from echo_experiments.schema import ConfigError
 from echo_experiments.train import Interrupted, run
 
 # 320 fresh batches of 32 read at 0.5 ms a record (16 ms a batch): the synthetic step is faster, so it copies.
@@ -83,3 +86,33 @@ def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir)
                                           "of one shape before augmentation .ImageClassification's vary.: use "
                                           "after_augmentation or after_batching"):
         stream.build(workload, PipelineSpec.from_config(cfg))
+
+
+def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_input_that_never_waits(
+        tmp_path, monkeypatch):
+    recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=5120"]
+    undo = ctrl_c_at_evaluation(monkeypatch, 2)
+    with pytest.raises(Interrupted):
+        run(compose_config(*recorded), tmp_path / "recorded")
+    undo()
+    original = run(compose_config(*recorded), tmp_path / "recorded")
+    decisions = json.loads((tmp_path / "recorded" / "echo_decisions.json").read_text())
+    assert decisions["max_factor"] == 3 and decisions["placement"] == "after_augmentation"
+    assert {"f", "c", "r"} == {kind for kind, _ in decisions["decisions"]}  # copies, and the resumption
+    assert sum(n for kind, n in decisions["decisions"] if kind != "r") == original.steps
+    replayed = run(compose_config(*recorded, "storage.latency_ms=0", f"echo.replay={tmp_path / 'recorded'}"),
+                   tmp_path / "replayed")
+    assert metric_rows(tmp_path / "replayed") == metric_rows(tmp_path / "recorded")  # step for step
+    assert (replayed.steps, replayed.echo_copied_batches) == (original.steps, original.echo_copied_batches)
+    assert json.loads((tmp_path / "replayed" / "echo_decisions.json").read_text()) == decisions
+
+
+def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(tmp_path):
+    with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} does not "
+                                          "exist: give the directory of a run made with echo.factor=auto"):
+        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
+    (tmp_path / "echo_decisions.json").write_text(json.dumps(
+        {"placement": "after_batching", "max_factor": 4.0, "batch_size": 32, "decisions": [["f", 3]]}))
+    with pytest.raises(ConfigError, match="the recorded run has echo.max_factor=4.0, this run 3.0: replay it with "
+                                          "the recorded run's echo.max_factor"):
+        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")

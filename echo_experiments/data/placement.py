@@ -54,6 +54,7 @@ class EchoSpec:
     factor: float = 1.0
     shuffle_buffer: Optional[int] = None
     auto: bool = False
+    replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
@@ -61,7 +62,8 @@ class EchoSpec:
         buffer = echo.shuffle_buffer
         auto = echo.factor == AUTO
         factor = float(echo.get("max_factor", 1.0) if auto else echo.factor)
-        return cls(Placement(echo.placement), factor, None if buffer is None else int(buffer), auto)
+        return cls(Placement(echo.placement), factor, None if buffer is None else int(buffer), auto,
+                   echo.get("replay"))
 
     @property
     def stage(self) -> Placement:

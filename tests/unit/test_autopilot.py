@@ -12,6 +12,8 @@ import pytest
 
 from echo_experiments.autopilot import Autopilot, BatchCopies, ExampleCopies
 from echo_experiments.data.storage import latency_at
+from echo_experiments.decisions import Decisions, Plan
+from echo_experiments.schema import ConfigError
 from echo_experiments.waits import Batches
 
 
@@ -193,7 +195,7 @@ def test_example_copies_mix_the_least_copied_examples_of_recent_batches_and_neve
     trained = collections.Counter(range(20))  # each fresh example once
     batches = []
     while (chosen := pool.candidate()) is not None:
-        batch = pool.take(chosen)
+        batch = pool.take(chosen, len(batches) + 1)
         assert len(batch["read_id"]) == 10 and len(set(batch["read_id"])) == 10  # no example beside itself
         assert (batch["x"] == batch["read_id"]).all()  # every key of an example taken together
         trained.update(batch["read_id"].tolist())
@@ -224,3 +226,63 @@ def test_before_augmentation_each_batch_is_augmented_as_delivered_a_copy_anew():
     assert keys == [0, -1, 1]
     gate.opened.release()
     auto.close()
+
+
+def replaying(kinds, max_factor=4.0, batches_ready=6):
+    gate = Gate()
+    for _ in range(batches_ready):
+        gate.opened.release()
+    plan = Plan(Decisions([[k, 1] for k in kinds]), "a recorded run")
+    return Autopilot(Batches(gate, timeout_s=10, source="a test input"), BatchCopies(max_factor), replay=plan)
+
+
+def test_decisions_are_kept_as_runs_and_a_resumed_replay_goes_on_after_the_batches_it_trained():
+    decisions = Decisions()
+    for kind in "ffccfrcf":
+        decisions.add(kind)
+    assert decisions.runs == [["f", 2], ["c", 2], ["f", 1], ["r", 1], ["c", 1], ["f", 1]]
+    plan = Plan(Decisions(decisions.runs), "a recorded run")
+    plan.seek(5)  # five batches trained: the resumption recorded after them is still to make
+    assert [plan.next() for _ in range(4)] == ["r", "c", "f", None]
+
+
+def test_a_replay_makes_the_recorded_decisions_whatever_the_input_then_follows_the_clock():
+    auto = replaying("fccf")
+    got = []
+    for _ in range(5):
+        auto.settle()  # a fresh batch is always ready: the clock would copy nothing
+        got.append(ids(auto.next(running=Step(True))))
+    assert got == [0, 0, 0, 1, 2] and auto.copies == 2  # two copies as recorded, then fresh by the clock
+    assert auto.decisions.runs == [["f", 1], ["c", 2], ["f", 2]]
+    auto.close()
+
+
+def test_a_replayed_resumption_drops_the_batch_read_ahead_and_starts_the_copies_over():
+    auto = replaying("frf", max_factor=2.0)
+    assert ids(auto.next()) == 0
+    assert ids(auto.next(running=Step(True))) == 2  # batch 1 was read ahead when the recorded run saved
+    assert auto.pool.candidate() is not None and len(auto.pool.recent) == 1  # only batch 2 to copy now
+    assert auto.decisions.runs == [["f", 1], ["r", 1], ["f", 1]]
+    auto.close()
+
+
+def test_a_record_that_copies_where_nothing_can_be_copied_is_refused():
+    auto = replaying("c")
+    with pytest.raises(ConfigError, match="echo.replay=a recorded run: its decision 1 copies where nothing recent "
+                                          "can be copied"):
+        auto.next()
+    auto.close()
+
+
+def test_what_an_example_copy_holds_follows_from_its_index_not_from_how_often_the_pool_was_asked():
+    def pool():
+        p = ExampleCopies(max_factor=4.0, seed=3)
+        for i in range(3):
+            p.add({"read_id": np.arange(10) + 10 * i})
+        return p
+    asked_often, asked_once = pool(), pool()
+    for _ in range(5):
+        asked_often.candidate()  # the clock asks at every gap, and takes a fresh batch if it comes first
+    first = asked_often.take(asked_often.candidate(), 1)["read_id"]
+    assert (first == asked_once.take(asked_once.candidate(), 1)["read_id"]).all()
+    assert not (first == pool().take(pool().candidate(), 2)["read_id"]).all()  # another index, another draw
