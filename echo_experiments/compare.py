@@ -36,7 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
     parser.add_argument("--factor", type=float, help="the echo factor to compare (default: the one R recommends)")
     parser.add_argument("--no-auto", dest="auto", action="store_false",
-                        help="leave out the autopilot's run (echo.factor=auto after batching)")
+                        help="leave out the autopilot's run (echo.factor=auto at the echoed run's placement)")
     parser.add_argument("--out", type=Path, help="where the runs go (default compare/<workload>/<time>)")
     return parser.parse_args(argv)
 
@@ -51,6 +51,23 @@ def _run(overrides: list[str], out: Path, name: str = "") -> RunRecord:
         return run(next(iter(compose_all(overrides, multirun=False))), out)
     except (ConfigError, DataMissing) as e:
         fail(str(e))
+
+
+def autopilot(overrides: list[str], placement: str, out: Path) -> tuple[str, RunRecord]:
+    """The autopilot's run at the echoed run's placement, so that it differs from that run only in choosing its
+    factor; after batching where the workload cannot echo there with it (before augmentation, examples of
+    varying shape). Returns the placement it ran at and its record."""
+    auto = [*overrides, "echo.factor=auto"]
+    print(f"training the autopilot to the target: {out}", flush=True)
+    try:
+        return placement, run(next(iter(compose_all([*auto, f"echo.placement={placement}"], multirun=False))), out)
+    except ConfigError as e:
+        if e.key != "echo.placement" or placement == "after_batching":
+            fail(str(e))
+        print(f"  the autopilot cannot echo at {placement} here ({e}): it runs after batching", flush=True)
+    except DataMissing as e:
+        fail(str(e))
+    return "after_batching", _run([*auto, "echo.placement=after_batching"], out)
 
 
 def profile(overrides: list[str]) -> tuple[Timing, Optional[float]]:
@@ -147,9 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     echoed = [(f"e={factor:g} at {cfg.echo.placement}",
                _run(args.overrides + [f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}", f"e={factor:g}"))]
     if args.auto:
-        auto = _run(args.overrides + ["echo.placement=after_batching", "echo.factor=auto"], out / "echo_factor=auto",
-                    "the autopilot")
-        echoed.append((f"auto at after_batching (cap {auto.echo_factor:g})", auto))
+        placement, auto = autopilot(args.overrides, cfg.echo.placement, out / "echo_factor=auto")
+        echoed.append((f"auto at {placement} (cap {auto.echo_factor:g})", auto))
     text = table(base, echoed, timing)
     print(text)
     (out / "compare.md").write_text(f"`python -m echo_experiments.compare {' '.join(argv or sys.argv[1:])}`\n\n{text}")

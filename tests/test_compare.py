@@ -19,14 +19,14 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
                for name in ("baseline", "echo_factor=2", "echo_factor=auto")}
     base, echoed, auto = records.values()
     assert (base["echo_factor"], echoed["echo_factor"], echoed["placement"]) == (1.0, 2.0, "before_augmentation")
-    assert (auto["echo_auto"], auto["placement"]) == (True, "after_batching")
+    assert (auto["echo_auto"], auto["placement"]) == (True, "before_augmentation")  # where the echoed run echoed
     assert base["status"] == echoed["status"] == auto["status"] == "reached_target"
     rows = {m.group(1): m.group(2).split(" | ") for m in re.finditer(r"^\| (baseline|e=2 at \w+|auto at \w+) [^|]*\| "
                                                                      r"(.*) \|$", out, re.M)}
-    for name, r in (("baseline", base), ("e=2 at before_augmentation", echoed), ("auto at after_batching", auto)):
+    for name, r in (("baseline", base), ("e=2 at before_augmentation", echoed), ("auto at before_augmentation", auto)):
         assert rows[name][:2] == [f"{r['fresh_examples_to_target']:,}", f"{r['seconds_to_target']:,.1f}"]
         assert rows[name][4] == f"{r['effective_echo_factor']:,.2f}"
-    for name, r in (("e=2 at before_augmentation", echoed), ("auto at after_batching", auto)):
+    for name, r in (("e=2 at before_augmentation", echoed), ("auto at before_augmentation", auto)):
         assert rows[name][2] == f"{base['seconds_to_target'] / r['seconds_to_target']:,.2f}"
         ratio = base["upstream_s_per_batch"] / base["downstream_s_per_step"]
         predicted = max(1, min(r["effective_echo_factor"], ratio))
@@ -43,3 +43,15 @@ def test_compare_refuses_to_be_told_the_echo_factor_as_an_override():
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "error: echo.factor, echo.placement and echo= are set by compare (the baseline, --factor, the autopilot): "
         "leave them out"]
+
+
+def test_where_the_autopilot_cannot_echo_at_the_echoed_runs_placement_compare_runs_it_after_batching(tmp_path, capsys):
+    from echo_experiments.compare import autopilot
+
+    # Random crops to 12 pixels: examples of varying shape before augmentation, which the autopilot refuses there.
+    overrides = [*FAST, "workload.augment.image_size=12", "trainer.max_fresh_examples=2048"]
+    placement, record = autopilot(overrides, "before_augmentation", tmp_path / "auto")
+    assert (placement, record.placement, record.echo_auto, record.fresh_examples) == ("after_batching", "after_batching",
+                                                                                    True, 2048)
+    assert "the autopilot cannot echo at before_augmentation here (echo.placement=before_augmentation with " \
+           "echo.factor=auto needs examples of one shape" in capsys.readouterr().out
