@@ -17,7 +17,7 @@ PACKAGE = ROOT / "echo_experiments"
 LAYERS = [
     ("commands", ["cli", "__main__", "profile", "benchmark", "retime", "service", "report.__main__", "archive",
                   "sweep", "compose", "compare"]),
-    ("training", ["train", "train_step", "tuning", "report", "stops", "clocks", "waits", "autopilot"]),
+    ("training", ["train", "train_step", "tuning", "report", "stops", "clocks", "waits", "autopilot", "decisions"]),
     ("workloads", ["workloads"]),
     ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing",
                          "tfdata"]),
