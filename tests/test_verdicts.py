@@ -2,6 +2,7 @@
 the README's claim table is the one claims.csv makes."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -45,4 +46,4 @@ def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
     readme = (ROOT / "README.md").read_text()
     assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
     cells = [c.strip() for line in table.splitlines()[2:] for c in line.strip("|").split(" | ")]
-    assert max(len(c) for c in cells) <= 160
+    assert max(len(re.sub(r"\]\([^)]*\)", "]", c)) for c in cells) <= 160  # as read: a link's target is not shown

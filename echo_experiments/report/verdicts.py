@@ -90,11 +90,12 @@ def readme_table(claims: pd.DataFrame) -> str:
     statements = {c.id: f"{c.id}: {c.statement} ({c.source})" for c in CLAIMS}
     for (claim, workload), g in claims.groupby(["claim", "workload"], sort=False):
         ours = "; ".join(_cell(r) for r in g.itertuples())
-        folder = g["evidence"].iloc[0]
+        evidence = g.drop_duplicates("evidence")
         why = list(dict.fromkeys(_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED))
         rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
-                     "evidence": f"[{folder}](results/{folder}/report.md)" if g["reported"].iloc[0] else folder})
+                     "evidence": "; ".join(f"[{r.evidence}](results/{r.evidence}/report.md)" if r.reported
+                                           else r.evidence for r in evidence.itertuples())})
     return table(pd.DataFrame(rows), {})
 
 
