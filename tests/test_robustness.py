@@ -156,6 +156,7 @@ def test_archive_and_restore_carry_the_timed_runs_of_a_sweep_and_only_complete_r
         RunDir(sweep / job).write_summary(record)
         for name in ("config.yaml", "metrics.jsonl"):
             (sweep / job / name).write_text(f"{job} {name}\n")
+    (sweep / "e=2,trial=1" / "echo_decisions.json").write_text("an autopilot's decisions\n")  # replayable
     (sweep / "e=2,trial=0").mkdir()  # interrupted: no summary.json
     (sweep / "e=2,trial=0" / "config.yaml").write_text("seed: 0\n")
     # Failed: no outcome; the sweep's command resumes it from its checkpoint.
