@@ -96,6 +96,22 @@ def test_decoding_inverts_encoding():
     np.testing.assert_allclose(ssd.decode(ssd.encode(boxes, default), default), boxes, atol=1e-5)
 
 
+def test_evaluation_scores_the_detections_of_each_real_image_and_none_of_a_padded_one(workload):
+    """eval_accumulate: non-maximum suppression on the model's boxes, then each real image's detections against
+    its true boxes; a padded image (mask 0) counts for nothing, neither its boxes nor its detections."""
+    truth = np.zeros((2, 4, 4), np.float32)
+    truth[:, 0] = [0.1, 0.1, 0.5, 0.5]
+    boxes = np.zeros((2, 3, 4), np.float32)
+    boxes[:, 0], boxes[:, 1], boxes[:, 2] = [0.1, 0.1, 0.5, 0.5], [0.12, 0.1, 0.5, 0.5], [0.6, 0.6, 0.9, 0.9]
+    scores = np.zeros((2, 3, workload.num_classes), np.float32)
+    scores[0, 0, 3], scores[0, 1, 3] = 0.9, 0.8  # a box and a near duplicate that suppression removes
+    scores[1, 2, 3] = 0.95  # the padded image: a wrong box of the same class, and its true box missed
+    batch = {"boxes": truth, "labels": np.full((2, 4), 3, np.int32), "box_mask": np.array([[1, 0, 0, 0]] * 2,
+             np.float32), "mask": np.array([1, 0], np.float32)}
+    found = workload.eval_accumulate(None, (boxes, scores), batch)
+    assert workload.eval_metrics(found) == {"map": pytest.approx(1.0), "map50": pytest.approx(1.0)}
+
+
 def test_mean_ap_matches_a_hand_checked_case():
     found = Detections(num_classes=2)
     found.add(np.array([[0.1, 0.1, 0.5, 0.5]]), np.array([0]),
