@@ -135,7 +135,7 @@ class Autopilot:
         ``between`` as for Batches.next."""
         if self._pending is None:
             self._pending = self._read()
-        planned = self._planned()
+        planned = self._planned(between)
         if planned is None:
             candidate = self._by_clock(running)
         else:
@@ -165,12 +165,12 @@ class Autopilot:
             candidate = None if self._pending.done() else candidate
         return candidate
 
-    def _planned(self) -> Optional[str]:
+    def _planned(self, between: Callable[[], None]) -> Optional[str]:
         """The replayed record's next decision (None: the clock's), after the resumptions it records: each drops
         the batch read ahead and starts the copies over, as the recorded run's resumption did."""
         planned = self.replay.next() if self.replay is not None else None
         while planned == RESUMED:
-            self.batches.result(self._pending)
+            self.batches.result(self._pending, between)
             self.pool.clear()
             self.decisions.add(RESUMED)
             self._pending = self._read()
