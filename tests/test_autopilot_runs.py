@@ -90,7 +90,7 @@ def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir)
 
 def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_input_that_never_waits(
         tmp_path, monkeypatch):
-    recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=5120"]
+    recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=3072"]
     undo = ctrl_c_at_evaluation(monkeypatch, 2)
     with pytest.raises(Interrupted):
         run(compose_config(*recorded), tmp_path / "recorded")
