@@ -4,8 +4,8 @@ committed results and back.
 - ``archive``: copy the complete runs of the sweep folder ``SWEEP`` (multirun/<preset>/<workload>, its jobs and
   those of its timed/ folder) into ``DIR/<preset>/<workload>/runs/``, only the run files the reporter reads
   (config.yaml, metrics.jsonl, summary.json) and, for the autopilot's runs, the decisions a replay makes again
-  (echo_decisions.json). A failed run is no outcome (its command resumes it from its
-  checkpoint, which results/ does not keep), a run without a readable record is not complete: both stay out.
+  (echo_decisions.json). A failed run is no outcome (its command resumes it from its checkpoint, which
+  results/ does not keep), a run without a readable record is not complete: both stay out.
 - ``restore``: the reverse, on a machine without the sweep folder (a new one, or after ``make clean``): the
   sweep's command, run again, then leaves those runs alone and prunes new trials against their bests. A job
   folder already there is not touched (it may hold an interrupted run with its checkpoints).

@@ -94,9 +94,9 @@ class ExampleCopies:
     def take(self, open_items: np.ndarray, index: int) -> Batch:
         """The ``index``-th copy batch: the least-copied of ``open_items``, ties in an order drawn from the
         seed and ``index`` alone, so what a copy holds follows from the decisions before it."""
-        counts = np.concatenate(self.counts)
+        copied = np.concatenate(self.counts)
         tie_break = np.random.default_rng((self.seed, index)).random(len(open_items))
-        chosen = open_items[np.lexsort((tie_break, counts[open_items]))[:len(self.counts[-1])]]
+        chosen = open_items[np.lexsort((tie_break, copied[open_items]))[:len(self.counts[-1])]]
         start = 0
         for counts in self.counts:
             mine = chosen[(chosen >= start) & (chosen < start + len(counts))] - start
@@ -138,10 +138,12 @@ class Autopilot:
         planned = self._planned(between)
         if planned is None:
             candidate = self._by_clock(running)
-        else:
-            candidate = self.pool.candidate() if planned == COPY else None
-            if planned == COPY and candidate is None:
+        elif planned == COPY:
+            candidate = self.pool.candidate()
+            if candidate is None:
                 raise self.replay.mismatch(self.fresh_items + self.copies)
+        else:
+            candidate = None
         if candidate is not None:
             self.copies += 1
             self.decisions.add(COPY)
@@ -211,7 +213,7 @@ def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
 
 
 def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
-           replay: Optional[Plan]) -> Batches | Autopilot:
+                   replay: Optional[Plan]) -> Batches | Autopilot:
     """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
     from ``saved`` (its state in a checkpoint; empty: from the start)."""
     if not pipeline.echo.auto:

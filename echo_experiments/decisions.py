@@ -48,6 +48,7 @@ class Plan:
 
     def __init__(self, decisions: Decisions, source: Path):
         self.kinds, self.source, self.at = decisions.kinds(), source, 0
+        self._said_done = False
 
     def seek(self, delivered: int) -> None:
         """Go on after the first ``delivered`` batches (a resumed replay: they were trained before)."""
@@ -57,13 +58,13 @@ class Plan:
             self.at += 1
 
     def next(self) -> Optional[str]:
-        if self.at >= len(self.kinds):
-            if self.at == len(self.kinds):
-                log.info("made the %d recorded decisions of %s: the clock decides from here", self.at, self.source)
-                self.at += 1
-            return None
-        self.at += 1
-        return self.kinds[self.at - 1]
+        if self.at < len(self.kinds):
+            self.at += 1
+            return self.kinds[self.at - 1]
+        if not self._said_done:
+            log.info("made the %d recorded decisions of %s: the clock decides from here", self.at, self.source)
+            self._said_done = True
+        return None
 
     def mismatch(self, delivered: int) -> ConfigError:
         return ConfigError("echo.replay", str(self.source), "", (

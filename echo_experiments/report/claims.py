@@ -107,7 +107,8 @@ _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
 _wall = "wall_clock_cpu/fashion_mnist"
 
 
-def _batch_echo(batch: int, placement: str = "after_batching") -> tuple[Condition, Condition]:
+def _at_batch(batch: int, placement: str = "after_batching") -> tuple[Condition, Condition]:
+    """e=2 at ``placement`` and its baseline, both at ``batch``."""
     return Condition(placement, 2.0, batch), Condition("none", 1.0, batch)
 
 
@@ -125,12 +126,12 @@ CLAIMS = [
            for lo, hi in ((2.0, 4.0), (4.0, 8.0))]),
     Claim("C5", "batch echoing gains more at larger batch sizes; example echoing, at a fixed shuffle buffer, less",
           "Fig. 6",
-          [Comparison(_batch, "interaction", *_batch_echo(big), *_batch_echo(small),
+          [Comparison(_batch, "interaction", *_at_batch(big), *_at_batch(small),
                       short=f"batch echoing, batch {big}/{small}")
            for big, small in ((128, 16), (64, 32))]
           # Below 1: example echoing's ratio to its baseline is lower (it gains more) at the smaller batch.
-          + [Comparison(_fixed_shuffle, "interaction", *_batch_echo(16, "before_batching"),
-                        *_batch_echo(128, "before_batching"),
+          + [Comparison(_fixed_shuffle, "interaction", *_at_batch(16, "before_batching"),
+                        *_at_batch(128, "before_batching"),
                         short="example echoing, fixed shuffle, batch 16/128")]),
     Claim("C6", "a larger shuffle buffer after the echo stage helps", "Fig. 7",
           [Comparison(_shuffle, "fewer", Condition(p, 2.0, shuffle_buffer=1024), Condition(p, 2.0, shuffle_buffer=0),
