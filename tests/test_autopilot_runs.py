@@ -111,6 +111,11 @@ def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(t
     with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} does not "
                                           "exist: give the directory of a run made with echo.factor=auto"):
         run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
+    (tmp_path / "echo_decisions.json").write_text("{")  # damaged: cut short
+    with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} cannot be "
+                                          "read as a record of decisions .JSONDecodeError.: give the directory of a run "
+                                          "made with echo.factor=auto"):
+        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
     (tmp_path / "echo_decisions.json").write_text(json.dumps(
         {"placement": "after_batching", "max_factor": 4.0, "batch_size": 32, "decisions": [["f", 3]]}))
     with pytest.raises(ConfigError, match="the recorded run has echo.max_factor=4.0, this run 3.0: replay it with "
