@@ -80,7 +80,8 @@ def restore(sweep: Path, results: Path) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.archive", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.archive", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("archive", "restore"))
     parser.add_argument("sweep", type=Path, help="a sweep folder, multirun/<preset>/<workload>")
     parser.add_argument("--results", type=Path, default=Path("results"), help="the committed results (results)")

@@ -186,7 +186,8 @@ def at_least(low: int):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
     parser.add_argument("--repeats", type=at_least(1), default=5)
     parser.add_argument("--batches", type=at_least(2), default=30, help="plain batches timed per pipeline measurement")

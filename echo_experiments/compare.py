@@ -32,7 +32,8 @@ SMALLEST = 1.05
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
     parser.add_argument("--factor", type=float, help="the echo factor to compare (default: the one R recommends)")
     parser.add_argument("--no-auto", dest="auto", action="store_false",

@@ -111,7 +111,8 @@ def positive(text: str) -> float:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.retime", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.retime", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", type=Path, help="a sweep folder (hydra.sweep.dir) whose studies are tuned")
     parser.add_argument("--redo-shared", action="store_true",
                         help="time again the timed runs that shared the machine (kept otherwise)")

@@ -60,7 +60,8 @@ def _unreachable(address: str, timeout_s: float) -> Optional[str]:
 
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.service", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.service", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     roles = parser.add_subparsers(dest="role", required=True)
     dispatcher = roles.add_parser("dispatcher",
                                   help="the dispatcher trainers connect to (data.service=grpc://HOST:PORT)")

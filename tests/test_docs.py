@@ -2,6 +2,7 @@
 README command runs as written (the cheap ones) or composes and validates (the rest), and every config key is
 documented."""
 
+import importlib
 import re
 import shlex
 import shutil
@@ -106,3 +107,14 @@ def test_every_config_key_is_documented():
     documented = (ROOT / "docs" / "configuration.md").read_text()
     keys = set(_keys(config.Config, "")) | {f"workload.{k}" for task in TASKS.values() for k in _keys(task.schema, "")}
     assert sorted(k for k in keys if f"`{k}`" not in documented) == []
+
+
+@pytest.mark.parametrize("module", ["archive", "benchmark", "compare", "retime", "service", "report.__main__",
+                                    "report.verdicts"])
+def test_each_commands_help_holds_its_whole_description(module, capsys):
+    """--help prints what the module's docstring says of the command, not its first line cut mid-sentence."""
+    command = importlib.import_module(f"echo_experiments.{module}")
+    with pytest.raises(SystemExit) as stop:
+        command.main(["--help"])
+    assert stop.value.code == 0
+    assert " ".join(command.__doc__.split()) in " ".join(capsys.readouterr().out.split())

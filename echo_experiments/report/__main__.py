@@ -26,7 +26,8 @@ from echo_experiments.report.collect import collect  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m echo_experiments.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories or folders holding them (any depth)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the report")
     parser.add_argument("--include-shared", action="store_true",

@@ -144,7 +144,8 @@ def write_readme(readme: Path, text: str) -> None:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.report.verdicts",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
     parser.add_argument("--readme", type=Path, help="write the claim table into this README as well")
     parser.add_argument("--details", type=Path, help="write each claim's table into this page as well")
