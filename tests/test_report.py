@@ -249,7 +249,25 @@ def test_a_study_missing_trials_of_its_search_is_not_yet_a_result_until_they_fin
     trial(2, 0)  # the sweep finishes
     assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
     assert pd.read_csv(out / "unfinished.csv").empty
-    assert "Every condition here has at least 3 studies, each with all the trials" in (out / "report.md").read_text()
+    assert "Every condition here has at least 3 studies and all those its sweep plans, each with all the trials" \
+        in (out / "report.md").read_text()
+
+
+def test_a_sweep_with_studies_still_to_come_is_not_yet_a_result_until_it_has_them_all(tmp_path):
+    def study(s):
+        path = make_run(tmp_path / "runs", f"s{s}", study=s, trial=0, fresh=1000 + 100 * s, steps=10)
+        (path / "config.yaml").write_text("tuning: {studies: 4, trials: 1}\n")  # the sweep plans 4 studies
+
+    for s in range(3):
+        study(s)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    partial = table(out, "unfinished.csv")
+    assert partial.loc[("w", "none", 1, 64, 0), ["n_studies", "n_studies_complete", "reason"]].tolist() == [
+        3, 3, "3 of the 4 studies its sweep plans"]
+    study(3)
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert pd.read_csv(out / "unfinished.csv").empty
 
 
 def test_a_figure_these_runs_do_not_make_is_not_left_from_an_earlier_report(tmp_path):

@@ -130,6 +130,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             # The autopilot is its own condition: its echo_factor is only the cap of the factors it chose.
             **({"placement": f"{record.placement}_auto"} if record.echo_auto else {}),
             "study_key": _study_key(record, name), "study_trials": _study_trials(config) if record.study is not None
+            else math.nan, "planned_studies": _select(config, "tuning", "studies") if record.study is not None
             else math.nan, "target_metric": target.metric, "target_value": target.value, "target_mode": target.mode,
             "best_metric": best,
             **{k: getattr(record, k) for k in TIMING},

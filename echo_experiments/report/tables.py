@@ -240,8 +240,9 @@ MIN_STUDIES = 3
 
 def unfinished(trials: pd.DataFrame) -> pd.DataFrame:
     """The conditions whose numbers are not yet a result under the protocol, and why: fewer than MIN_STUDIES
-    studies, or studies with fewer complete trials than their search draws (tuning.trials; a sweep that is
-    still running, or was stopped). A run outside any study is a study of one trial."""
+    studies, fewer than their sweep plans (tuning.studies: a verdict on part of a sweep could be undone by the
+    studies to come), or studies with fewer complete trials than their search draws (tuning.trials; a sweep
+    that is still running, or was stopped). A run outside any study is a study of one trial."""
     columns = CONDITION + ["n_studies", "n_studies_complete", "reason"]
     if trials.empty:
         return pd.DataFrame(columns=columns)
@@ -249,12 +250,15 @@ def unfinished(trials: pd.DataFrame) -> pd.DataFrame:
     planned = trials.groupby(CONDITION + ["study_key"])["study_trials"].max().rename("planned").reset_index()
     bests = bests.merge(planned, on=CONDITION + ["study_key"])
     bests["complete"] = ~(bests["n_trials"] < bests["planned"])  # NaN planned: the config does not say
+    planned_studies = trials.groupby(CONDITION)["planned_studies"].max()
     rows = []
     for key, g in bests.groupby(CONDITION, sort=True):
         n, complete = len(g), int(g["complete"].sum())
         reasons = []
         if n < MIN_STUDIES:
             reasons.append(f"{n} of the {MIN_STUDIES} studies the protocol asks for")
+        elif n < planned_studies.get(key, math.nan):
+            reasons.append(f"{n} of the {planned_studies[key]:.0f} studies its sweep plans")
         missing = g[~g["complete"]]
         reasons += [f"study {s} has {t} of its {p:.0f} trials" for s, t, p in
                     zip(missing["study_key"].str.rsplit(":", n=1).str[-1], missing["n_trials"], missing["planned"])]

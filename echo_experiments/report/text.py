@@ -118,11 +118,12 @@ def _mixed_text(mixed) -> str:
 
 def _unfinished_text(partial: pd.DataFrame) -> str:
     if partial.empty:
-        return (f"Every condition here has at least {tables.MIN_STUDIES} studies, each with all the trials its "
-                "search draws.\n")
+        return (f"Every condition here has at least {tables.MIN_STUDIES} studies and all those its sweep plans, "
+                "each with all the trials its search draws.\n")
     return (f"**Not yet results** ({len(partial)} conditions; unfinished.csv): a condition's value is a median "
-            f"over at least {tables.MIN_STUDIES} complete studies (docs/protocol.md), and these have fewer, or "
-            "studies still missing trials. Their numbers below are partial and no comparison rests on them.\n\n"
+            f"over at least {tables.MIN_STUDIES} complete studies, and over all the studies its sweep plans "
+            "(docs/protocol.md); these have fewer, or studies still missing trials. Their numbers below are "
+            "partial and no comparison rests on them.\n\n"
             + table(partial, {}))
 
 
