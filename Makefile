@@ -28,11 +28,10 @@ apt-data:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); }
 
-# --no-compile: Python compiles the modules a run imports on first use, far fewer than every file installed.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
 run: setup
