@@ -103,10 +103,11 @@ def _select(config: dict[str, Any] | None, *keys: str) -> Any:
     return config
 
 
-def _study_trials(config: dict[str, Any] | None) -> float:
-    """The trials its study draws (tuning.trials), or NaN where the config does not say."""
+def _planned(record: RunRecord, config: dict[str, Any] | None, key: str) -> float:
+    """What a study run's sweep plans (tuning.trials: the trials its study draws; tuning.studies), or NaN where
+    the run is in no study or its config does not say."""
     try:
-        return float(config["tuning"]["trials"])
+        return float(config["tuning"][key]) if record.study is not None else math.nan
     except (KeyError, TypeError, ValueError):
         return math.nan
 
@@ -129,9 +130,9 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             **{k: getattr(record, k) for k in TRIAL_FIELDS},
             # The autopilot is its own condition: its echo_factor is only the cap of the factors it chose.
             **({"placement": f"{record.placement}_auto"} if record.echo_auto else {}),
-            "study_key": _study_key(record, name), "study_trials": _study_trials(config) if record.study is not None
-            else math.nan, "planned_studies": _select(config, "tuning", "studies") if record.study is not None
-            else math.nan, "target_metric": target.metric, "target_value": target.value, "target_mode": target.mode,
+            "study_key": _study_key(record, name), "study_trials": _planned(record, config, "trials"),
+            "planned_studies": _planned(record, config, "studies"), "target_metric": target.metric,
+            "target_value": target.value, "target_mode": target.mode,
             "best_metric": best,
             **{k: getattr(record, k) for k in TIMING},
             "effective_echo_factor": _effective_factor(record),
