@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from echo_experiments.report import verdicts
+from echo_experiments.report import claims, verdicts
 
 ROOT = Path(__file__).parents[1]
 FOLDER = "lm_placements_e2_cpu/transformer_pydocs"
+SSD = claims.SSD
 BASELINE_TRIAL = "echo=none,experiment=lm_placements_e2_cpu,tuning.study=0,tuning.trial=3,workload=transformer_pydocs"
 
 
@@ -47,3 +48,20 @@ def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
     assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
     cells = [c.strip() for line in table.splitlines()[2:] for c in line.strip("|").split(" | ")]
     assert max(len(re.sub(r"\]\([^)]*\)", "]", c)) for c in cells) <= 160  # as read: a link's target is not shown
+
+
+def test_a_planned_finer_sweep_is_named_with_its_cost_until_it_has_runs_then_replaces_the_folder(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / SSD / "runs", results / SSD / "runs")
+    ssd = verdicts.measure(results).query("workload == 'ssd_fashion'")
+    assert set(ssd["evidence"]) == {SSD} and len(ssd) == 5
+    assert all(p.startswith(f"finer sweep {claims.SSD_FINE.folder.split('/')[0]} not run: ") and
+               p.endswith(claims.SSD_FINE.cost) for p in ssd["pending"])
+    assert "9-11 h on 2 cores" in verdicts.readme_table(ssd)
+    # One study's runs in the finer sweep's folder: measured there alone, and not yet a result.
+    fine = results / claims.SSD_FINE.folder / "runs"
+    for run in (results / SSD / "runs").glob("*tuning.study=0*"):
+        shutil.copytree(run, fine / run.name)
+    ssd = verdicts.measure(results).query("workload == 'ssd_fashion'")
+    assert set(ssd["evidence"]) == {claims.SSD_FINE.folder} and ssd["pending"].isna().all()
+    assert set(ssd["n_studies"]) == {1} and all(r.startswith("not yet a result") for r in ssd["reason"])

@@ -5,6 +5,7 @@ table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``). `
 """
 
 import argparse
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmen
          "before_batching": "example", "after_batching": "batch"}
 COLUMNS = ["claim", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies", "n_draws",
            "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "study_best_median", "study_best_min",
-           "study_best_max", "verdict", "reason", "evidence"]
+           "study_best_max", "verdict", "reason", "pending", "evidence"]
 
 
 def measure(results: Path) -> pd.DataFrame:
@@ -31,6 +32,7 @@ def measure(results: Path) -> pd.DataFrame:
     rows = []
     for claim in CLAIMS:
         for comparison in claim.comparisons:
+            comparison = _current(results, comparison)
             if comparison.folder not in trials:
                 runs = results / comparison.folder / "runs"
                 trials[comparison.folder] = collect([runs])[0] if runs.is_dir() else None
@@ -40,10 +42,23 @@ def measure(results: Path) -> pd.DataFrame:
     return claims.assign(reported=[(results / f / "report.md").exists() for f in claims["evidence"]])
 
 
+def _current(results: Path, comparison: Comparison) -> Comparison:
+    """The comparison on its finer sweep once that has runs (then "not yet a result" until it is complete)."""
+    if comparison.finer and (results / comparison.finer.folder / "runs").is_dir():
+        return dataclasses.replace(comparison, folder=comparison.finer.folder, finer=None)
+    return comparison
+
+
+def _pending(comparison: Comparison) -> Optional[str]:
+    finer = comparison.finer
+    return f"finer sweep {finer.folder.split('/')[0]} not run: {finer.cost}" if finer else None
+
+
 def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:
     head = {"claim": claim.id, "workload": comparison.folder.split("/")[1], "comparison": comparison.name,
             "short": comparison.short or _short(comparison.name), "kind": comparison.kind,
-            "evidence": comparison.folder}
+            "evidence": comparison.folder,
+            "pending": _pending(comparison)}
     if trials is None or trials.empty:
         return {**head, "verdict": INCONCLUSIVE, "reason": f"not measured: no runs in results/{comparison.folder}"}
     numbers = evidence.MEASURES[comparison.kind](trials, comparison)
@@ -91,7 +106,8 @@ def readme_table(claims: pd.DataFrame) -> str:
     for (claim, workload), g in claims.groupby(["claim", "workload"], sort=False):
         ours = "; ".join(_cell(r) for r in g.itertuples())
         evidence = g.drop_duplicates("evidence")
-        why = list(dict.fromkeys(_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED))
+        why = list(dict.fromkeys([_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED]
+                                 + [r.pending for r in g.itertuples() if isinstance(r.pending, str)]))
         rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
                      "evidence": "; ".join(f"[{r.evidence}](results/{r.evidence}/report.md)" if r.reported
@@ -106,9 +122,13 @@ def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
         rows = [{"workload": f"`{r.workload}`", "comparison": r.comparison,
                  "effect [90% interval]": _cell(r).split(": ", 1)[1], "studies": _count(r.n_studies),
                  "draws (fewer/more/same/open)": _draws(r), "study-best ratio, median (min-max)": _study_best(r),
-                 "verdict": r.verdict, "why": r.reason} for r in g.itertuples()]
+                 "verdict": r.verdict, "why": _why(r)} for r in g.itertuples()]
         out[claim] = table(pd.DataFrame(rows), {})
     return out
+
+
+def _why(r) -> str:
+    return f"{r.reason}; {r.pending}" if isinstance(r.pending, str) else r.reason
 
 
 def _count(value) -> str:
