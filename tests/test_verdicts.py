@@ -50,15 +50,15 @@ def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
     assert max(len(re.sub(r"\]\([^)]*\)", "]", c)) for c in cells) <= 160  # as read: a link's target is not shown
 
 
-def test_a_planned_finer_sweep_is_named_with_its_cost_until_it_has_runs_then_replaces_the_folder(tmp_path):
+def test_a_planned_sweep_is_named_with_its_cost_until_it_has_runs_then_replaces_the_folder(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / SSD / "runs", results / SSD / "runs")
     ssd = verdicts.measure(results).query("workload == 'ssd_fashion'")
     assert set(ssd["evidence"]) == {SSD} and len(ssd) == 5
-    assert all(p.startswith(f"finer sweep {claims.SSD_FINE.folder.split('/')[0]} not run: ") and
+    assert all(p.startswith(f"planned sweep {claims.SSD_FINE.folder.split('/')[0]} not run: ") and
                p.endswith(claims.SSD_FINE.cost) for p in ssd["pending"])
     assert "9-11 h on 2 cores" in verdicts.readme_table(ssd)
-    # One study's runs in the finer sweep's folder: measured there alone, and not yet a result.
+    # One study's runs in the planned sweep's folder: measured there alone, and not yet a result.
     fine = results / claims.SSD_FINE.folder / "runs"
     for run in (results / SSD / "runs").glob("*tuning.study=0*"):
         shutil.copytree(run, fine / run.name)

@@ -43,15 +43,16 @@ def measure(results: Path) -> pd.DataFrame:
 
 
 def _current(results: Path, comparison: Comparison) -> Comparison:
-    """The comparison on its finer sweep once that has runs (then "not yet a result" until it is complete)."""
-    if comparison.finer and (results / comparison.finer.folder / "runs").is_dir():
-        return dataclasses.replace(comparison, folder=comparison.finer.folder, finer=None)
+    """The comparison on the sweep planned to replace its folder, once that has runs (and "not yet a result"
+    until it is complete)."""
+    if comparison.successor and (results / comparison.successor.folder / "runs").is_dir():
+        return dataclasses.replace(comparison, folder=comparison.successor.folder, successor=None)
     return comparison
 
 
 def _pending(comparison: Comparison) -> Optional[str]:
-    finer = comparison.finer
-    return f"finer sweep {finer.folder.split('/')[0]} not run: {finer.cost}" if finer else None
+    successor = comparison.successor
+    return f"planned sweep {successor.folder.split('/')[0]} not run: {successor.cost}" if successor else None
 
 
 def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:
