@@ -3,7 +3,8 @@
 # make test-fast : the unit layer alone (tests/unit, under a minute)
 # make setup   : Debian data packages, a virtual environment, the pinned install
 # make figures : every table, figure and report.md under results/ again, from the committed run directories, then
-#                results/claims.csv and the README's claim table (the verdicts, by docs/protocol.md's rules)
+#                results/claims.csv, results/autopilot.csv and their README tables (the verdicts, by
+#                docs/protocol.md's rules)
 # make archive SWEEP=multirun/<preset>/<workload> : copy a sweep's complete runs into results/ (to commit)
 # make restore SWEEP=multirun/<preset>/<workload> : the reverse, so the sweep's command resumes on a new machine
 SHELL := /bin/bash

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from echo_experiments.report import claims, verdicts
+from echo_experiments.report import autopilot_checks, claims, verdicts
 
 ROOT = Path(__file__).parents[1]
 FOLDER = "lm_placements_e2_cpu/transformer_pydocs"
 SSD = claims.SSD
+WALL = "wall_clock_cpu/fashion_mnist"
 BASELINE_TRIAL = "echo=none,experiment=lm_placements_e2_cpu,tuning.study=0,tuning.trial=3,workload=transformer_pydocs"
 
 
@@ -26,12 +27,13 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / FOLDER / "runs", results / FOLDER / "runs")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\nafter\n")
+    readme.write_text(f"# x\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\nafter\n"
+                      f"{autopilot_checks.BEGIN}\n{autopilot_checks.END}\n")
     assert verdicts.main([str(results), "--readme", str(readme)]) == 0
     before = row(results, "after_batching e=2 vs baseline")
     assert before["verdict"] == "reproduced" and before["n_draws"] == 10
     text = readme.read_text()
-    assert "old" not in text and text.endswith(f"{verdicts.END}\n\nafter\n")
+    assert "old" not in text and f"{verdicts.END}\n\nafter\n" in text
     assert "| C1: echoing at e=2 needs fewer fresh examples than the baseline (Fig. 3) | `transformer_pydocs` |" in text
     # One baseline trial said to reach the target with half its fresh examples: no longer a finding.
     summary = results / FOLDER / "runs" / BASELINE_TRIAL / "summary.json"
@@ -46,6 +48,8 @@ def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
     table = verdicts.readme_table(verdicts.measure(ROOT / "results"))
     readme = (ROOT / "README.md").read_text()
     assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
+    checks = autopilot_checks.readme_table(autopilot_checks.measure(ROOT / "results"))
+    assert f"{autopilot_checks.BEGIN}\n{checks}{autopilot_checks.END}" in readme
     cells = [c.strip() for line in table.splitlines()[2:] for c in line.strip("|").split(" | ")]
     assert max(len(re.sub(r"\]\([^)]*\)", "]", c)) for c in cells) <= 160  # as read: a link's target is not shown
 
@@ -65,3 +69,30 @@ def test_a_planned_sweep_is_named_with_its_cost_until_it_has_runs_then_replaces_
     ssd = verdicts.measure(results).query("workload == 'ssd_fashion'")
     assert set(ssd["evidence"]) == {claims.SSD_FINE.folder} and ssd["pending"].isna().all()
     assert set(ssd["n_studies"]) == {1} and all(r.startswith("not yet a result") for r in ssd["reason"])
+
+
+def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_runs(tmp_path):
+    # wall_clock_cpu's timed study-best trials stand in for an autopilot sweep: e=5 as the candidate.
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / WALL / "runs", results / WALL / "runs")
+    e = lambda factor: claims.Condition("before_augmentation", factor)  # noqa: E731
+    references = (e(2.0), e(3.0), e(4.0))
+    checks = [autopilot_checks.Check("A", "", WALL, "within", 1.1, "", e(5.0), references),
+              autopilot_checks.Check("B", "", WALL, "within", 0.7, "", e(5.0), references),
+              autopilot_checks.Check("C", "", WALL, "echoes", 1.1, "", claims.BASELINE),
+              autopilot_checks.Check("D", "", WALL, "echoes", 1.1, "", e(2.0)),
+              autopilot_checks.Check("E", "", "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs, 6.5 h")]
+    rows = autopilot_checks.measure(results, checks).set_index("check")
+    # Per study, e=5's best trial's seconds over e=4's (the fastest reference by its median over studies).
+    assert rows.loc["A", "reference"] == "before_augmentation e=4" and rows.loc["A", "n_studies"] == 3
+    assert round(rows.loc["A", "effect"], 3) == 0.788 and rows.loc["A", "verdict"] == "met"
+    assert rows.loc["A", "reason"].endswith("2 of 3 studies are within it")
+    assert rows.loc["B", "verdict"] == "not met"
+    assert (rows.loc["C", "verdict"], rows.loc["D", "verdict"]) == ("met", "not met")
+    assert rows.loc["E", "verdict"] == "not measured" and "(60 runs, 6.5 h)" in rows.loc["E", "reason"]
+    # One study's e=5 best trial, timed alone, said to take 3x as long: the median moves past the limit.
+    timed = sorted((results / WALL / "runs" / "timed").glob("*echo.factor=5*tuning.study=0*"))
+    record = json.loads((timed[0] / "summary.json").read_text())
+    (timed[0] / "summary.json").write_text(json.dumps({**record, "seconds_to_target": 3 * record["seconds_to_target"]}))
+    again = autopilot_checks.measure(results, checks[:1]).iloc[0]
+    assert again["verdict"] == "not met" and again["effect"] > 1.1

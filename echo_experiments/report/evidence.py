@@ -25,7 +25,7 @@ def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
     return trials[keep & ~trials["path"].str.startswith("timed/")]
 
 
-def _flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Condition]) -> dict:
+def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Condition]) -> dict:
     """What undoes a comparison: unfinished conditions, echoed conditions off their factor, mixed machines."""
     partial = tables.unfinished(trials)
     reasons, off, machines = [], [], []
@@ -37,8 +37,8 @@ def _flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Co
         match = partial[(partial["placement"] == key.placement) & (partial["echo_factor"] == key.echo_factor)
                         & (partial["batch_size"] == key.batch_size) & (partial["shuffle_buffer"] == key.shuffle_buffer)]
         reasons += [f"{condition}: {r}" for r in match["reason"]]
-        factor = _effective_factor(rows)
-        if key.echo_factor != 1 and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
+        factor, nominal = _effective_factor(rows), key.echo_factor != 1 and tables.has_nominal_factor(key.placement)
+        if nominal and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
             off.append(f"{condition} trained {factor:.2f} examples per fresh example at its target, not "
                        f"{key.echo_factor:g}")
         cpus = sorted(set(rows["cpu"].dropna())) if "cpu" in rows else []
@@ -47,12 +47,16 @@ def _flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Co
     return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines)}
 
 
+def trained_per_fresh(rows: pd.DataFrame) -> pd.Series:
+    """Examples trained per fresh example at the target, for each trial that reached it."""
+    reached = rows[rows["status"] == "reached_target"]
+    return (reached["steps_to_target"] * reached["batch_size"] / reached["fresh_examples_to_target"]).astype(float)
+
+
 def _effective_factor(rows: pd.DataFrame) -> float:
     """The median over reached trials of examples trained per fresh example at the target."""
-    reached = rows[rows["status"] == "reached_target"]
-    if reached.empty:
-        return math.nan
-    return float(np.median(reached["steps_to_target"] * reached["batch_size"] / reached["fresh_examples_to_target"]))
+    factors = trained_per_fresh(rows)
+    return float(np.median(factors)) if len(factors) else math.nan
 
 
 def _study_best_ratio(a: pd.DataFrame, b: pd.DataFrame) -> tuple[float, float, float, int]:
@@ -85,7 +89,7 @@ def fewer(trials: pd.DataFrame, comparison: Comparison) -> dict:
     row["resolution"] = reference / cadence if cadence else math.nan
     row["evaluations"] = min(abs(1 - row["low"]), abs(1 - row["high"])) * row["resolution"]
     present = [c for c in chosen if c is not None]
-    return {**row, **_flags(trials, present, [c for c in conditions if c is not None])}
+    return {**row, **flags(trials, present, [c for c in conditions if c is not None])}
 
 
 def _cadence(trials: pd.DataFrame) -> Optional[float]:
@@ -96,17 +100,17 @@ def _cadence(trials: pd.DataFrame) -> Optional[float]:
 def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
     """Per study, the reference's best trial's seconds over the condition's, each timed alone."""
     seconds = tables.study_seconds(trials)
-    a, b = (seconds.loc[_matches(seconds, c)].set_index("study_key")["seconds"] for c in (comparison.a, comparison.b))
+    a, b = (seconds.loc[matches(seconds, c)].set_index("study_key")["seconds"] for c in (comparison.a, comparison.b))
     common = a.index.intersection(b.index)
     values = np.array([b[s] / a[s] for s in common if np.isfinite(a[s]) and np.isfinite(b[s])])
     ci = _bootstrap_median(values)
     return {"low": float(np.median(values)) if len(values) else math.nan, "ci_low": ci[0], "ci_high": ci[1],
             "n_draws": len(values), "n_studies": len(values),
-            **_flags(trials, [select(trials, comparison.a), select(trials, comparison.b)],
+            **flags(trials, [select(trials, comparison.a), select(trials, comparison.b)],
                      [comparison.a, comparison.b])}
 
 
-def _matches(table: pd.DataFrame, condition: Condition) -> pd.Series:
+def matches(table: pd.DataFrame, condition: Condition) -> pd.Series:
     return (table["placement"] == condition.placement) & (table["echo_factor"] == condition.echo_factor)
 
 
@@ -130,7 +134,7 @@ def no_loss(trials: pd.DataFrame, comparison: Comparison) -> dict:
     return {"low": float(np.median(difference[keep])) if keep.any() else math.nan, "ci_low": ci[0], "ci_high": ci[1],
             "n_draws": int(keep.sum()), "n_studies": joined["study_key"].nunique(),
             "tolerance": NO_LOSS_TOLERANCE * abs(float(b["best_metric"].median())),
-            **_flags(trials, [a, b], [comparison.a, comparison.b])}
+            **flags(trials, [a, b], [comparison.a, comparison.b])}
 
 
 MEASURES = {"fewer": fewer, "interaction": fewer, "faster": faster, "no_loss": no_loss}

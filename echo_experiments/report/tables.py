@@ -94,10 +94,15 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     reached = trials[trials["status"] == "reached_target"]
     factor = reached.groupby(CONDITION)["effective_echo_factor"].median()
     table["effective_echo_factor"] = [factor.get(tuple(r), math.nan) for r in table[CONDITION].itertuples(index=False)]
-    # The autopilot has no nominal factor (echo_factor is its cap): what it chose is its result, not a confound.
     table["off_factor"] = (((table["effective_echo_factor"] / table["echo_factor"] - 1).abs() > FACTOR_TOLERANCE)
-                           & ~table["placement"].str.endswith("_auto"))
+                           & table["placement"].map(has_nominal_factor))
     return table
+
+
+def has_nominal_factor(placement: str) -> bool:
+    """Whether a condition's echo_factor is the factor it should echo at: the autopilot's is only its cap, and
+    what it chose is its result, not a confound."""
+    return not placement.endswith("_auto")
 
 
 # A run during which other processes kept more than this many cores busy on average shared the machine: its

@@ -1,7 +1,9 @@
 """``python -m echo_experiments.report.verdicts [RESULTS] [--readme README.md] [--details docs/reproducing.md]``:
 every claim's comparisons measured on the committed runs, judged by the written rules (claims.py), into
 RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
-table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``). ``make figures`` runs it last.
+table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
+(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``).
+``make figures`` runs it last.
 """
 
 import argparse
@@ -13,7 +15,7 @@ from typing import Optional
 
 import pandas as pd
 
-from echo_experiments.report import evidence
+from echo_experiments.report import autopilot_checks, evidence
 from echo_experiments.report.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge
 from echo_experiments.report.collect import collect
 from echo_experiments.report.markdown import table
@@ -176,9 +178,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     claims = measure(args.results)
     claims.drop(columns="reported").to_csv(args.results / "claims.csv", index=False)
+    checks = autopilot_checks.measure(args.results)
+    checks.drop(columns="reported").to_csv(args.results / "autopilot.csv", index=False)
     try:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
+            write_block(args.readme, autopilot_checks.BEGIN, autopilot_checks.END,
+                        autopilot_checks.readme_table(checks))
         if args.details:
             for claim, text in claim_tables(claims).items():
                 write_block(args.details, f"<!-- {claim}:begin -->", f"<!-- {claim}:end -->", text)
@@ -187,6 +193,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     counts = claims["verdict"].value_counts().to_dict()
     print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
+    counts = checks["verdict"].value_counts().to_dict()
+    print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
     return 0
 
 

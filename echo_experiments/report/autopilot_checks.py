@@ -1,0 +1,139 @@
+"""The autopilot's checks (docs/protocol.md, "The autopilot's checks"): what ``echo.factor=auto`` promises,
+measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No verdict is written by hand.
+
+- ``within``: the candidate's seconds to target, the median over studies of each study's best trial (best by
+  fresh examples to target, as every tuned comparison picks it), are at most ``limit`` x the fastest
+  reference's (the reference condition with the lowest such median). Every trial of these sweeps runs alone,
+  so its seconds are a timing. Met when they are, not met when they are not; the per-study ratios (each study's
+  candidate over the same study's fastest reference) are shown beside it, with how many studies meet the limit.
+- ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
+  below ``limit``.
+
+A check decides nothing (inconclusive) while a condition is not yet a result, when its runs come from several
+CPU models, or when a study's best trial has no timing; it is "not measured" while its folder has no runs.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from echo_experiments.report import evidence, tables
+from echo_experiments.report.claims import BASELINE, Condition
+from echo_experiments.report.collect import collect
+from echo_experiments.report.markdown import table
+
+MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
+AUTO = Condition("after_batching_auto", 8.0, label="auto")  # the preset's cap, echo.max_factor
+STATIC = [Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0)]
+BEGIN, END = "<!-- autopilot:begin (made by make figures from results/autopilot.csv) -->", "<!-- autopilot:end -->"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    statement: str
+    folder: str  # results/<sweep>/<workload>
+    kind: str  # within, echoes
+    limit: float
+    planned: str  # the runs and hours it takes, said while the folder has none
+    candidate: Condition = AUTO
+    references: tuple[Condition, ...] = tuple(STATIC)
+
+
+CHECKS = [
+    Check("A1", "on the slow store (R about 6), at most 1.1x the seconds of the best fixed factor",
+          "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs one at a time, about 6.5 h"),
+    Check("A2", "under drift, faster than every fixed factor", "autopilot_cpu_drift/fashion_mnist", "within", 1.0,
+          "60 runs one at a time, about 6.5 h"),
+    Check("A3", "where the input is not the bottleneck, it echoes almost nothing (below 1.1 per fresh example)",
+          "autopilot_cpu_local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
+    # Identical training timed minutes apart on this machine took 0.93-1.13 of the baseline's seconds
+    # (results/autopilot_local_cpu), so "no slower" allows that spread.
+    Check("A4", "where the input is not the bottleneck, no slower than the baseline (within 10%, the timing "
+          "spread of identical runs)", "autopilot_cpu_local/fashion_mnist", "within", 1.1,
+          "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
+]
+COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
+           "verdict", "reason", "evidence"]
+
+
+def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
+    """One row per check, with its verdict."""
+    rows = []
+    for check in CHECKS if checks is None else checks:
+        runs = results / check.folder / "runs"
+        trials = collect([runs])[0] if runs.is_dir() else None
+        head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
+                "evidence": check.folder}
+        if trials is None or trials.empty:
+            rows.append({**head, "verdict": NOT_MEASURED,
+                         "reason": f"no runs in results/{check.folder} ({check.planned})"})
+        else:
+            rows.append({**head, **(_within if check.kind == "within" else _echoes)(trials, check)})
+    checks = pd.DataFrame(rows, columns=COLUMNS)
+    # Whether the folder has its report yet, to link to.
+    return checks.assign(reported=[(results / f / "report.md").exists() for f in checks["evidence"]])
+
+
+def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
+    """Why a check's runs decide nothing yet, if they do not."""
+    flags = evidence.flags(trials, [evidence.select(trials, c) for c in conditions], conditions)
+    if flags["unfinished"]:
+        return f"not yet a result: {flags['unfinished']}"
+    if flags["machines"]:
+        return f"mixed machines: runs from several CPU models ({flags['machines']})"
+    return None
+
+
+def _within(trials: pd.DataFrame, check: Check) -> dict:
+    conditions = [check.candidate, *check.references]
+    seconds = tables.study_seconds(trials)
+    per_study = {str(c): seconds.loc[evidence.matches(seconds, c)].set_index("study_key")["seconds"]
+                 for c in conditions}
+    medians = {name: float(s.median()) if len(s) else math.nan for name, s in per_study.items()}
+    reference = min((str(c) for c in check.references), key=lambda name: np.nan_to_num(medians[name], nan=math.inf))
+    candidate = per_study[str(check.candidate)]
+    common = candidate.index.intersection(per_study[reference].index)
+    ratios = candidate[common] / per_study[reference][common]
+    row = {"reference": reference, "effect": medians[str(check.candidate)] / medians[reference],
+           "range_min": ratios.min(), "range_max": ratios.max(), "n_studies": len(ratios)}
+    why = _undone(trials, conditions)
+    if why is None and any(s.isna().any() for s in per_study.values()):
+        why = "untimed: a study's best trial has no run that had the machine to itself"
+    if why is not None:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    meets = int((ratios <= check.limit).sum())
+    side = "at most" if row["effect"] <= check.limit else "above"
+    return {**row, "verdict": MET if row["effect"] <= check.limit else NOT_MET,
+            "reason": f"the median is {side} {check.limit:g}x the fastest reference ({reference}); "
+                      f"{meets} of {len(ratios)} studies are within it"}
+
+
+def _echoes(trials: pd.DataFrame, check: Check) -> dict:
+    rows = evidence.select(trials, check.candidate)
+    factors = evidence.trained_per_fresh(rows)
+    row = {"reference": "", "effect": float(np.median(factors)) if len(factors) else math.nan,
+           "range_min": factors.min(), "range_max": factors.max(), "n_studies": rows["study_key"].nunique()}
+    why = _undone(trials, [check.candidate]) or (None if len(factors) else "no trial reached the target")
+    if why is not None:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    below = factors.max() < check.limit
+    return {**row, "verdict": MET if below else NOT_MET,
+            "reason": f"{int((factors < check.limit).sum())} of {len(factors)} reached trials trained below "
+                      f"{check.limit:g} examples per fresh example"}
+
+
+def readme_table(rows: pd.DataFrame) -> str:
+    """One row per check: what it promises, the measured effect with the per-study range, the verdict, why."""
+    out = []
+    for r in rows.itertuples():
+        measured = "-" if pd.isna(r.effect) else (
+            f"{r.effect:.2f} ({r.range_min:.2f}-{r.range_max:.2f})" + (f" of {r.reference}" if r.reference else ""))
+        out.append({"check": f"{r.check}: {r.statement}", "measured: median (range over studies or trials)": measured,
+                    "verdict": r.verdict, "why": r.reason,
+                    "evidence": f"[{r.evidence}](results/{r.evidence}/report.md)" if r.reported else r.evidence})
+    return table(pd.DataFrame(out), {})
