@@ -63,10 +63,12 @@ COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min"
 
 def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
     """One row per check, with its verdict."""
-    rows = []
+    rows, read = [], {}
     for check in CHECKS if checks is None else checks:
-        runs = results / check.folder / "runs"
-        trials = collect([runs])[0] if runs.is_dir() else None
+        if check.folder not in read:
+            runs = results / check.folder / "runs"
+            read[check.folder] = collect([runs])[0] if runs.is_dir() else None
+        trials = read[check.folder]
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
                 "evidence": check.folder}
         if trials is None or trials.empty:
