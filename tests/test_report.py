@@ -357,3 +357,33 @@ def test_a_default_echo_shuffle_that_grows_with_e_and_the_batch_does_not_break_a
     low, high = ax.get_xlim()
     assert low < 0 and high > 2560
     assert "baseline min-max" in [p.get_label() for p in ax.patches]
+
+
+def test_runs_of_one_condition_from_several_cpu_models_are_refused_unless_asked(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_run(runs, "x", trial=0, fresh=1000, seconds=10.0, steps=16, machine={"cpu": "model X"})
+    make_run(runs, "old", trial=1, fresh=1200, seconds=12.0, steps=19)  # made before machines were recorded
+    assert main([str(runs), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # A run that names no machine counts as a model of its own beside one that names its own.
+    assert err == ["error: runs of one condition come from several CPU models (none e=1, batch 64: 2 CPU models), "
+                   "whose numbers differ: report them apart, or add --mixed-machines to report them together, marked"]
+    assert main([str(runs), "--out", str(tmp_path / "out"), "--mixed-machines"]) == 0
+
+
+def test_a_comparison_between_conditions_run_on_two_cpu_models_decides_nothing(tmp_path):
+    from echo_experiments.report import evidence
+    from echo_experiments.report.claims import BASELINE, Condition
+    from echo_experiments.report.collect import collect
+
+    runs = tmp_path / "runs"
+    for trial in range(2):
+        make_run(runs, f"b{trial}", trial=trial, fresh=1000, steps=16, machine={"cpu": "model X"})
+        make_run(runs, f"e{trial}", trial=trial, placement="after_batching", factor=2.0, fresh=800, steps=25,
+                 machine={"cpu": "model Y" if trial else "model X"})
+    trials = collect([runs])[0]
+    echoed = Condition("after_batching")
+    chosen = [evidence.select(trials, c) for c in (echoed, BASELINE)]
+    assert evidence.flags(trials, chosen, [echoed, BASELINE])["machines"] == "after_batching e=2: 2"
+    one_each = [chosen[0][chosen[0]["trial"] == 1], chosen[1]]  # each condition on one model, but not the same
+    assert evidence.flags(trials, one_each, [echoed, BASELINE])["machines"] == "the conditions between them: 2"

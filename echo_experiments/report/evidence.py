@@ -41,9 +41,11 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
         if nominal and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
             off.append(f"{condition} trained {factor:.2f} examples per fresh example at its target, not "
                        f"{key.echo_factor:g}")
-        cpus = sorted(set(rows["cpu"].dropna())) if "cpu" in rows else []
-        if len(cpus) > 1:
-            machines.append(f"{condition}: {len(cpus)}")
+        if tables.cpu_models(rows) > 1:
+            machines.append(f"{condition}: {tables.cpu_models(rows)}")
+    present = [rows for rows in chosen if not rows.empty]
+    if not machines and present and tables.cpu_models(pd.concat(present)) > 1:
+        machines.append(f"the conditions between them: {tables.cpu_models(pd.concat(present))}")
     return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines)}
 
 

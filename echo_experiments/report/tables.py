@@ -182,9 +182,20 @@ def _study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:
     return {k: [v for v in values if not math.isnan(v)] for k, values in pairs.items()}
 
 
+def _cpus(runs: pd.DataFrame) -> pd.Series:
+    """Each run's CPU model; runs made before the machine was recorded name none and count as one more model
+    (one machine of their own), so that they are never pooled with named ones unnoticed."""
+    return runs["cpu"].fillna("unrecorded") if "cpu" in runs else pd.Series("unrecorded", index=runs.index)
+
+
+def cpu_models(runs: pd.DataFrame) -> int:
+    """How many CPU models made these runs."""
+    return int(_cpus(runs).nunique())
+
+
 def machines(trials: pd.DataFrame) -> pd.DataFrame:
-    """The conditions whose runs name more than one CPU model (runs that name none are not counted)."""
-    cpus = trials.dropna(subset=["cpu"]).groupby(CONDITION)["cpu"].nunique()
+    """The conditions whose runs come from more than one CPU model."""
+    cpus = trials.assign(cpu=_cpus(trials)).groupby(CONDITION)["cpu"].nunique()
     mixed = cpus[cpus > 1]
     return mixed.rename("n_cpu_models").reset_index()
 
