@@ -76,9 +76,9 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
                          "reason": f"no runs in results/{check.folder} ({check.planned})"})
         else:
             rows.append({**head, **(_within if check.kind == "within" else _echoes)(trials, check)})
-    checks = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
     # Whether the folder has its report yet, to link to.
-    return checks.assign(reported=[(results / f / "report.md").exists() for f in checks["evidence"]])
+    return table.assign(reported=[(results / f / "report.md").exists() for f in table["evidence"]])
 
 
 def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
