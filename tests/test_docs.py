@@ -57,6 +57,8 @@ def readme_commands() -> list[tuple[str, list[str]]]:
     commands, folder = [], "."
     for block in re.findall(r"```\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
         for line in block.splitlines():
+            if line.split(maxsplit=1)[:1] not in (["cd"], ["python"], ["make"]):
+                continue  # a diagram or a listing, not a command
             words = shlex.split(line.split(" #")[0])
             if words[:1] == ["cd"]:
                 folder = words[1]
