@@ -41,11 +41,11 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
         if nominal and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
             off.append(f"{condition} trained {factor:.2f} examples per fresh example at its target, not "
                        f"{key.echo_factor:g}")
-        if tables.cpu_models(rows) > 1:
-            machines.append(f"{condition}: {tables.cpu_models(rows)}")
+        if (models := tables.cpu_models(rows)) > 1:
+            machines.append(f"{condition}: {models}")
     present = [rows for rows in chosen if not rows.empty]
-    if not machines and present and tables.cpu_models(pd.concat(present)) > 1:
-        machines.append(f"the conditions between them: {tables.cpu_models(pd.concat(present))}")
+    if not machines and present and (models := tables.cpu_models(pd.concat(present))) > 1:
+        machines.append(f"the conditions between them: {models}")
     return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines)}
 
 
