@@ -50,9 +50,9 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
 
 
 def trained_per_fresh(rows: pd.DataFrame) -> pd.Series:
-    """Examples trained per fresh example at the target, for each trial that reached it."""
-    reached = rows[rows["status"] == "reached_target"]
-    return (reached["steps_to_target"] * reached["batch_size"] / reached["fresh_examples_to_target"]).astype(float)
+    """Examples trained per fresh example at the target (collect's effective_echo_factor), for each trial that
+    reached it."""
+    return rows.loc[rows["status"] == "reached_target", "effective_echo_factor"].astype(float)
 
 
 def _effective_factor(rows: pd.DataFrame) -> float:
