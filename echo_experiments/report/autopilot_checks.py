@@ -23,8 +23,8 @@ import pandas as pd
 
 from echo_experiments.report import evidence, tables
 from echo_experiments.report.claims import BASELINE, Condition
-from echo_experiments.report.collect import collect
-from echo_experiments.report.markdown import table
+from echo_experiments.report.collect import results_trials
+from echo_experiments.report.markdown import report_link, table
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching_auto", 8.0, label="auto")  # the preset's cap, echo.max_factor
@@ -63,11 +63,9 @@ COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min"
 
 def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
     """One row per check, with its verdict."""
-    rows, read = [], {}
-    for check in CHECKS if checks is None else checks:
-        if check.folder not in read:
-            runs = results / check.folder / "runs"
-            read[check.folder] = collect([runs])[0] if runs.is_dir() else None
+    checks = CHECKS if checks is None else checks
+    rows, read = [], results_trials(results, [check.folder for check in checks])
+    for check in checks:
         trials = read[check.folder]
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
                 "evidence": check.folder}
@@ -77,8 +75,7 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
         else:
             rows.append({**head, **(_within if check.kind == "within" else _echoes)(trials, check)})
     table = pd.DataFrame(rows, columns=COLUMNS)
-    # Whether the folder has its report yet, to link to.
-    return table.assign(reported=[(results / f / "report.md").exists() for f in table["evidence"]])
+    return table.assign(link=[report_link(results, f) for f in table["evidence"]])
 
 
 def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
@@ -94,8 +91,7 @@ def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
 def _within(trials: pd.DataFrame, check: Check) -> dict:
     conditions = [check.candidate, *check.references]
     seconds = tables.study_seconds(trials)
-    per_study = {str(c): seconds.loc[evidence.matches(seconds, c)].set_index("study_key")["seconds"]
-                 for c in conditions}
+    per_study = {str(c): evidence.per_study_seconds(seconds, c) for c in conditions}
     medians = {name: float(s.median()) if len(s) else math.nan for name, s in per_study.items()}
     reference = min((str(c) for c in check.references), key=lambda name: np.nan_to_num(medians[name], nan=math.inf))
     candidate = per_study[str(check.candidate)]
@@ -137,5 +133,5 @@ def readme_table(rows: pd.DataFrame) -> str:
             f"{r.effect:.2f} ({r.range_min:.2f}-{r.range_max:.2f})" + (f" of {r.reference}" if r.reference else ""))
         out.append({"check": f"{r.check}: {r.statement}", "measured: median (range over studies or trials)": measured,
                     "verdict": r.verdict, "why": r.reason,
-                    "evidence": f"[{r.evidence}](results/{r.evidence}/report.md)" if r.reported else r.evidence})
+                    "evidence": r.link})
     return table(pd.DataFrame(out), {})

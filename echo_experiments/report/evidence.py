@@ -102,7 +102,7 @@ def _cadence(trials: pd.DataFrame) -> Optional[float]:
 def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
     """Per study, the reference's best trial's seconds over the condition's, each timed alone."""
     seconds = tables.study_seconds(trials)
-    a, b = (seconds.loc[matches(seconds, c)].set_index("study_key")["seconds"] for c in (comparison.a, comparison.b))
+    a, b = (per_study_seconds(seconds, c) for c in (comparison.a, comparison.b))
     common = a.index.intersection(b.index)
     values = np.array([b[s] / a[s] for s in common if np.isfinite(a[s]) and np.isfinite(b[s])])
     ci = _bootstrap_median(values)
@@ -112,8 +112,10 @@ def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
                      [comparison.a, comparison.b])}
 
 
-def matches(table: pd.DataFrame, condition: Condition) -> pd.Series:
-    return (table["placement"] == condition.placement) & (table["echo_factor"] == condition.echo_factor)
+def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
+    """One condition's seconds by study, from tables.study_seconds."""
+    keep = (seconds["placement"] == condition.placement) & (seconds["echo_factor"] == condition.echo_factor)
+    return seconds.loc[keep].set_index("study_key")["seconds"]
 
 
 def _bootstrap_median(values: np.ndarray) -> tuple[float, float]:

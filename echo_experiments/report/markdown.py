@@ -1,6 +1,7 @@
 """Tables as Markdown, with numbers formatted for reading."""
 
 import math
+from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
@@ -28,3 +29,9 @@ def table(frame: pd.DataFrame, kinds: Optional[dict[str, str]] = None) -> str:
     body = "".join("| " + " | ".join(cell(v, kinds.get(c, "")) for c, v in row.items()) + " |\n"
                    for _, row in frame.iterrows())
     return head + body
+
+
+def report_link(results: Path, folder: str) -> str:
+    """A results folder as a link to its report.md from the README, or its bare name while it has none (a
+    sweep still running)."""
+    return f"[{folder}](results/{folder}/report.md)" if (results / folder / "report.md").exists() else folder

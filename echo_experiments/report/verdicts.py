@@ -17,8 +17,8 @@ import pandas as pd
 
 from echo_experiments.report import autopilot_checks, evidence
 from echo_experiments.report.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge
-from echo_experiments.report.collect import collect
-from echo_experiments.report.markdown import table
+from echo_experiments.report.collect import results_trials
+from echo_experiments.report.markdown import report_link, table
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
 SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
@@ -30,18 +30,10 @@ COLUMNS = ["claim", "workload", "comparison", "short", "kind", "effect", "ci_low
 
 def measure(results: Path) -> pd.DataFrame:
     """One row per comparison of every claim, with its verdict."""
-    trials: dict[str, Optional[pd.DataFrame]] = {}
-    rows = []
-    for claim in CLAIMS:
-        for comparison in claim.comparisons:
-            comparison = _current(results, comparison)
-            if comparison.folder not in trials:
-                runs = results / comparison.folder / "runs"
-                trials[comparison.folder] = collect([runs])[0] if runs.is_dir() else None
-            rows.append(_row(claim, comparison, trials[comparison.folder]))
-    claims = pd.DataFrame(rows, columns=COLUMNS)
-    # Whether the folder has its report yet (a sweep still running has none to link to).
-    return claims.assign(reported=[(results / f / "report.md").exists() for f in claims["evidence"]])
+    current = [(claim, _current(results, comparison)) for claim in CLAIMS for comparison in claim.comparisons]
+    trials = results_trials(results, [comparison.folder for _, comparison in current])
+    claims = pd.DataFrame([_row(claim, c, trials[c.folder]) for claim, c in current], columns=COLUMNS)
+    return claims.assign(link=[report_link(results, f) for f in claims["evidence"]])
 
 
 def _current(results: Path, comparison: Comparison) -> Comparison:
@@ -113,8 +105,7 @@ def readme_table(claims: pd.DataFrame) -> str:
                                  + [r.pending for r in g.itertuples() if isinstance(r.pending, str)]))
         rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
-                     "evidence": "; ".join(f"[{r.evidence}](results/{r.evidence}/report.md)" if r.reported
-                                           else r.evidence for r in evidence.itertuples())})
+                     "evidence": "; ".join(evidence["link"])})
     return table(pd.DataFrame(rows), {})
 
 
@@ -177,9 +168,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no such results folder: {args.results}", file=sys.stderr)
         return 2
     claims = measure(args.results)
-    claims.drop(columns="reported").to_csv(args.results / "claims.csv", index=False)
+    claims.drop(columns="link").to_csv(args.results / "claims.csv", index=False)
     checks = autopilot_checks.measure(args.results)
-    checks.drop(columns="reported").to_csv(args.results / "autopilot.csv", index=False)
+    checks.drop(columns="link").to_csv(args.results / "autopilot.csv", index=False)
     try:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
