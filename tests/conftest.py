@@ -10,8 +10,9 @@ import echo_experiments.workloads.registry  # noqa: E402,F401  (stores the schem
 from hydra import compose, initialize_config_module  # noqa: E402
 
 
-# The trainer's fast tests run the synthetic workload (conf/workload/synthetic.yaml): seconds per run.
-FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0"]
+# The trainer's fast tests run the synthetic workload (conf/workload/synthetic.yaml): seconds per run. They skip the
+# timing facts (a few seconds a run); a test about them sets trainer.profile_batches after FAST (the last wins).
+FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0", "trainer.profile_batches=0"]
 
 
 def env_with_xla_flags(*flags: str) -> dict[str, str]:
