@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from echo_experiments.report import autopilot_checks, claims, verdicts
 
@@ -96,3 +97,19 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     (timed[0] / "summary.json").write_text(json.dumps({**record, "seconds_to_target": 3 * record["seconds_to_target"]}))
     again = autopilot_checks.measure(results, checks[:1]).iloc[0]
     assert again["verdict"] == "not met" and again["effect"] > 1.1
+
+
+def test_an_interactions_study_best_ratio_is_its_four_conditions_per_study(tmp_path):
+    """C5's batch 128/16 row: per study, (echoed 128 / baseline 128) / (echoed 16 / baseline 16) of the study-best
+    trials, re-derived here from the committed trials.csv, not one side's ratio alone."""
+    folder = "lm_batch_size_sweep_cpu/transformer_pydocs"
+    trials = pd.read_csv(ROOT / "results" / folder / "trials.csv")
+    reached = trials[trials["status"] == "reached_target"]
+    best = reached.groupby(["placement", "batch_size", "study"])["fresh_examples_to_target"].min()
+    gain = {b: best["after_batching", b] / best["none", b] for b in (128, 16)}  # per study
+    ratios = list(gain[128] / gain[16])
+    shutil.copytree(ROOT / "results" / folder / "runs", tmp_path / folder / "runs")
+    measured = verdicts.measure(tmp_path).query("short == 'batch echoing, batch 128/16'").iloc[0]
+    assert measured["n_studies"] == len(ratios) == 3
+    assert (measured["study_best_median"], measured["study_best_min"], measured["study_best_max"]) == pytest.approx(
+        (sorted(ratios)[1], min(ratios), max(ratios)))

@@ -61,17 +61,27 @@ def _effective_factor(rows: pd.DataFrame) -> float:
     return float(np.median(factors)) if len(factors) else math.nan
 
 
-def _study_best_ratio(a: pd.DataFrame, b: pd.DataFrame) -> tuple[float, float, float, int]:
-    """Per study, a's best fresh examples to target over b's (inf: not reached): median, min, max, studies."""
+def _study_best_ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.Series:
+    """Per study, a's best fresh examples to target over b's (inf: not reached), for the studies both have."""
     best = {}
     for name, rows in (("a", a), ("b", b)):
         fresh = rows["fresh_examples_to_target"].where(rows["status"] == "reached_target").astype(float)
         best[name] = fresh.fillna(math.inf).groupby(rows["study_key"]).min()
     common = best["a"].index.intersection(best["b"].index)
-    ratios = [float(stats.divide(np.array([best["a"][s]]), np.array([best["b"][s]]))[0]) for s in common]
-    if not ratios:
+    return pd.Series(stats.divide(best["a"][common].to_numpy(), best["b"][common].to_numpy()), index=common)
+
+
+def _study_best(chosen: list[Optional[pd.DataFrame]], interaction: bool) -> tuple[float, float, float, int]:
+    """The study-best ratio (a over b; an interaction's a/b over c/d, per study) as median, min, max, studies."""
+    ratios = _study_best_ratios(chosen[0], chosen[1])
+    if interaction:
+        other = _study_best_ratios(chosen[2], chosen[3])
+        common = ratios.index.intersection(other.index)
+        ratios = pd.Series(stats.divide(ratios[common].to_numpy(), other[common].to_numpy(), math.nan), index=common)
+    ratios = ratios.dropna()
+    if ratios.empty:
         return math.nan, math.nan, math.nan, 0
-    return float(np.median(ratios)), min(ratios), max(ratios), len(ratios)
+    return float(ratios.median()), float(ratios.min()), float(ratios.max()), len(ratios)
 
 
 def fewer(trials: pd.DataFrame, comparison: Comparison) -> dict:
@@ -81,7 +91,7 @@ def fewer(trials: pd.DataFrame, comparison: Comparison) -> dict:
     if comparison.kind == "interaction":
         pairs = pairs.over(stats.Pairs.of(chosen[2], chosen[3]))
     row = stats.paired_effect(pairs)
-    median, low, high, studies = _study_best_ratio(chosen[0], chosen[1])
+    median, low, high, studies = _study_best(chosen, comparison.kind == "interaction")
     reference = chosen[1]["fresh_examples_to_target"].where(chosen[1]["status"] == "reached_target").median()
     cadence = _cadence(trials)
     row.update({"low": row.pop("ratio_low"), "high": row.pop("ratio_high"), "n_studies": studies,

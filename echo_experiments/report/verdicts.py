@@ -33,6 +33,9 @@ def measure(results: Path) -> pd.DataFrame:
     current = [(claim, _current(results, comparison)) for claim in CLAIMS for comparison in claim.comparisons]
     trials = results_trials(results, [comparison.folder for _, comparison in current])
     claims = pd.DataFrame([_row(claim, c, trials[c.folder]) for claim, c in current], columns=COLUMNS)
+    # Counts as floats whatever the rows hold (a comparison without runs has none), so the CSV keeps one form.
+    counts = [c for c in COLUMNS if c.startswith("n_")]
+    claims[counts] = claims[counts].astype(float)
     return claims.assign(link=[report_link(results, f) for f in claims["evidence"]])
 
 
@@ -58,8 +61,8 @@ def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -
         return {**head, "verdict": INCONCLUSIVE, "reason": f"not measured: no runs in results/{comparison.folder}"}
     numbers = evidence.MEASURES[comparison.kind](trials, comparison)
     verdict, reason = judge(comparison.kind, numbers, comparison.paper)
-    effect = numbers["low"] if numbers.get("high", numbers["low"]) == numbers["low"] else (
-        f"{numbers['low']:.3g}-{numbers['high']:.3g}")
+    low, high = numbers["low"], numbers.get("high", numbers["low"])
+    effect = low if high == low or math.isnan(low) else f"{low:.3g}-{high:.3g}"  # nan: no draw to pair
     return {**head, **{k: numbers.get(k) for k in COLUMNS if k in numbers}, "effect": effect, "verdict": verdict,
             "reason": reason}
 
