@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,10 @@ def test_an_installed_wheel_finds_its_configs(tmp_path):
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
                     str(source)], check=True, capture_output=True, timeout=300)
+    # pyproject.toml lists each config folder as a package by hand: a folder left out would not ship.
+    shipped = {n for n in zipfile.ZipFile(next(wheels.glob("*.whl"))).namelist() if n.endswith(".yaml")}
+    assert shipped == {f"echo_experiments/conf/{p.relative_to(ROOT / 'conf').as_posix()}"
+                       for p in (ROOT / "conf").rglob("*.yaml")}
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
