@@ -49,15 +49,15 @@ def steps_and_fresh(run_dir):
 
 
 def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
-    procs = start(tmp_path, "trainer.max_fresh_examples=2048")
+    procs = start(tmp_path, "trainer.max_fresh_examples=1024", "trainer.eval_every_fresh_examples=512")
     codes = [p.wait(timeout=300) for p in procs]
     assert codes == [0, 0], stderr(tmp_path, 0)[-2000:] + stderr(tmp_path, 1)[-2000:]
     # Process 0 writes the run directory; the global batch of 32 is 16 from each process. One process counts
     # the same: e=2 before augmentation, 16 fresh examples a step (test_train checks one process's counts).
-    assert steps_and_fresh(tmp_path / "0") == [(64, 1024), (128, 2048)]
+    assert steps_and_fresh(tmp_path / "0") == [(32, 512), (64, 1024)]
     assert not (tmp_path / "1" / "metrics.jsonl").exists()
     summary = json.loads((tmp_path / "0" / "summary.json").read_text())
-    assert (summary["devices"], summary["fresh_examples"], summary["steps"]) == (2, 2048, 128)
+    assert (summary["devices"], summary["fresh_examples"], summary["steps"]) == (2, 1024, 64)
 
 
 @pytest.mark.slow  # about 40 s (a heartbeat timeout of 20 s): `make test-all` runs it
