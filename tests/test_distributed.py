@@ -27,7 +27,7 @@ def start(tmp_path, *args):
     stop a process mid-run, and its peer with it). Read them with ``stderr``."""
     port = free_port()
     # Process 1 compiles every program on every run (JAX's persistent cache is written and served by process
-    # 0 only) and these runs are a few hundred steps: at XLA's backend optimisation level 0 a compile of the
+    # 0 only) and these runs are short: at XLA's backend optimisation level 0 a compile of the
     # synthetic workload takes about 7 CPU-s instead of 25, and the steps stay exact.
     env = env_with_xla_flags("--xla_backend_optimization_level=0")
     procs = []
