@@ -13,7 +13,7 @@ from echo_experiments.train import Interrupted, run
 # 320 fresh batches of 32 read at 0.5 ms a record (16 ms a batch): the synthetic step is faster, so it copies.
 SLOW = [*FAST, "echo.placement=after_batching", "echo.factor=auto", "echo.max_factor=3", "storage=emulated",
         "storage.latency_ms=0.5", "trainer.stop_at_target=false", "trainer.max_fresh_examples=10240",
-        "trainer.checkpoint_every_steps=100000", "trainer.profile_batches=0"]
+        "trainer.checkpoint_every_steps=100000"]
 
 
 def _check_counts(out, record):

@@ -197,7 +197,7 @@ def test_a_damaged_summary_or_config_in_a_run_directory_is_one_line(tmp_path):
 def test_a_signal_while_the_shuffle_buffer_fills_is_one_line_at_once(tmp_path):
     """The first batch waits for the shuffle buffers to fill (here 10,000 records read through slow storage): a
     signal then ends the run within a second or two, not once they are full."""
-    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=5", "trainer.profile_batches=0",
+    proc = subprocess.Popen(command(*FAST, "storage=emulated", "storage.latency_ms=5",
                                     "workload.shuffle_buffer=10000", f"hydra.run.dir={tmp_path}"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

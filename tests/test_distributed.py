@@ -12,7 +12,7 @@ import pytest
 from conftest import FAST, env_with_xla_flags
 
 # e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.
-COMMON = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.stop_at_target=false", "trainer.profile_batches=0",
+COMMON = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.stop_at_target=false",
           "trainer.distributed=true", "trainer.num_processes=2", "trainer.distributed_timeout_s=60"]
 
 

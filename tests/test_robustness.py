@@ -42,7 +42,7 @@ def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as
 
 def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
     command = [sys.executable, "-m", "echo_experiments", *LONG, "trainer.max_fresh_examples=10000000",
-               "trainer.profile_batches=0", f"hydra.run.dir={tmp_path}"]
+               f"hydra.run.dir={tmp_path}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
@@ -242,7 +242,7 @@ def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, dat
     try:
         url = server.stdout.readline().strip()
         command = [sys.executable, "-m", "echo_experiments", *LONG, "storage=http", f"storage.url={url}",
-                   "trainer.max_fresh_examples=10000000", "trainer.profile_batches=0", "data.timeout_s=30",
+                   "trainer.max_fresh_examples=10000000", "data.timeout_s=30",
                    f"hydra.run.dir={tmp_path}"]
         run_ = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 300

@@ -27,8 +27,7 @@ from echo_experiments.workloads import make
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
 SHORT = [*FAST, "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=60",
-         "trainer.eval_every_fresh_examples=320",
-         "workload.target.value=0.99", "trainer.profile_batches=0"]
+         "trainer.eval_every_fresh_examples=320", "workload.target.value=0.99"]
 
 
 def cli(run_dir, *args, devices=1, **popen):

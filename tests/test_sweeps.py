@@ -176,7 +176,7 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
     trials stopped at or past the best's fresh examples, and the reporter counts them."""
     from echo_experiments.report.__main__ import main as report
 
-    study = [*FAST, "tuning.study=0", "tuning.seed=3", "workload.target.value=0.9", "trainer.profile_batches=0",
+    study = [*FAST, "tuning.study=0", "tuning.seed=3", "workload.target.value=0.9",
              "trainer.max_fresh_examples=12800"]
     outcome = {}
     for prune in ("true", "false"):

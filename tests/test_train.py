@@ -67,7 +67,7 @@ def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh
     monkeypatch.setattr(parallel.Parallel, "put_scalar", lambda self, v: (positions.append(v), put(self, v))[1])
     args = ["echo=before_augmentation", f"echo.factor={factor}", "echo.shuffle_buffer=0", "optimizer.schedule=linear_decay",
             "optimizer.final_fraction=0.1", "optimizer.warmup_fresh_examples=512", "trainer.max_fresh_examples=4096",
-            "workload.target.value=0.999", "trainer.profile_batches=0"]
+            "workload.target.value=0.999"]
     summary, rows = train(tmp_path, *args)
     fresh_per_step = 32 // factor
     # The schedule's position is the fresh examples trained on before each step, not the step count.
