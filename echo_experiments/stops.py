@@ -17,6 +17,7 @@ every evaluation divergence, the target and pruning, in that order; signals at e
 import logging
 import math
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,13 +102,16 @@ class Pruning:
         return True
 
 
+_at_startup: dict[str, int] = {}  # the signal the start-up handler received, until Signals takes it over
+
+
 class Signals:
     """While the loop runs, SIGINT and SIGTERM are received here instead of ending the process."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __enter__(self) -> "Signals":
-        self.received: Optional[int] = None
+        self.received: Optional[int] = _at_startup.pop("signum", None)  # a start-up raise that was dropped
         self.previous = {}
         if threading.current_thread() is threading.main_thread():  # Python allows handlers only there
             self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
@@ -150,8 +154,20 @@ def stop_at_startup() -> None:
         return
 
     def handle(signum: int, frame: Any) -> None:
+        # Python runs a handler between any two bytecodes, inside a garbage-collection callback or a __del__
+        # too, where what it raises is dropped; kept here, the signal still ends the start-up at the trainer's
+        # next start-up check, once Signals has taken it over.
+        _at_startup["signum"] = signum
         raise StartupInterrupted(signum)
 
+    shown = sys.unraisablehook
+
+    def quiet(unraisable: Any) -> None:  # a dropped StartupInterrupted is kept, not an error to print
+        if not isinstance(unraisable.exc_value, StartupInterrupted):
+            shown(unraisable)
+
+    _at_startup.clear()
+    sys.unraisablehook = quiet
     for s in Signals.SIGNALS:
         signal.signal(s, handle)
 

@@ -1,9 +1,16 @@
 """The stop rules, in the order the loop asks them."""
 
+import gc
 import math
+import os
+import signal
+import sys
+
+import pytest
 
 from echo_experiments.record import Target
-from echo_experiments.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Signals, Stops, TargetReached
+from echo_experiments.stops import (Budget, Divergence, Evaluation, Outcome, Pruning, Signals, Stops, TargetReached,
+                                    stop_at_startup)
 
 TARGET = Target("accuracy", 0.8, "max")
 
@@ -56,3 +63,31 @@ def test_pruning_stops_a_trial_only_once_past_its_studys_best_times_the_margin()
 def test_the_budget_is_spent_at_its_fresh_examples_or_its_step_cap():
     assert not Budget(1000, None).spent(5, 999) and Budget(1000, None).spent(5, 1000)
     assert Budget(None, 10).spent(10, 1) and not Budget(None, 10).spent(9, 10**9)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # no traceback shown for it
+def test_a_start_up_signal_whose_exception_python_drops_still_reaches_the_loop():
+    """Raised inside a garbage-collection callback, the start-up handler's exception is dropped; the signal
+    must still end the start-up once the trainer's Signals take over, and nothing be printed for it."""
+    previous, hook = {s: signal.getsignal(s) for s in Signals.SIGNALS}, sys.unraisablehook
+    sent = []
+
+    def callback(phase, info):
+        if phase == "start" and not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))  # its handler runs here, inside the callback
+
+    stop_at_startup()
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()  # the StartupInterrupted goes to sys.unraisablehook, not here
+    finally:
+        gc.callbacks.remove(callback)
+    try:
+        with Signals() as signals:
+            assert signals.received == signal.SIGTERM
+        with Signals() as signals:  # taken over once
+            assert signals.received is None
+    finally:
+        sys.unraisablehook = hook
+        for s, handler in previous.items():
+            signal.signal(s, handler)
