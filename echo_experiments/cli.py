@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from echo_experiments.compose import CONFIG_MODULE
 from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
-from echo_experiments.stops import StartupInterrupted, stop_at_startup
+from echo_experiments.stops import StartupInterrupted
 from echo_experiments.sweep import PLAN_VARIABLE, Plan, job_key, plan, progress
 
 log = logging.getLogger("echo_experiments")
@@ -82,16 +82,8 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def main() -> None:
-    stop_at_startup()
-    try:
-        _main(sys.argv[1:])
-    except StartupInterrupted as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(128 + e.signum)
-
-
-def _main(argv: list[str]) -> None:
+def main(argv: list[str]) -> None:
+    """The command (see __main__.py): plan and validate every job, then run them."""
     try:
         current = plan(argv)
     except ConfigError as e:
