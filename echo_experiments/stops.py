@@ -11,7 +11,7 @@ every evaluation divergence, the target and pruning, in that order; signals at e
 - **signals**: SIGINT (Ctrl-C), SIGTERM (what SLURM sends before a time limit) and SIGHUP (a closed terminal or
   SSH connection) stop the loop at the next step boundary, where it can checkpoint; a second Ctrl-C interrupts
   at once. Before the loop (composing, loading, compiling, the timing facts) they end the process with one line
-  (:class:`StartupInterrupted`): there is nothing yet to save.
+  (:class:`StartupInterrupted`): there is nothing yet to save. A signal the parent ignores stays ignored.
 """
 
 import logging
@@ -110,11 +110,17 @@ class Signals:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+    @classmethod
+    def caught(cls) -> list[int]:
+        """The stop signals this process takes: one its parent set to be ignored stays ignored (``nohup``
+        ignores SIGHUP so that a run outlives its terminal)."""
+        return [s for s in cls.SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+
     def __enter__(self) -> "Signals":
         self.received: Optional[int] = _at_startup.pop("signum", None)  # a start-up raise that was dropped
         self.previous = {}
         if threading.current_thread() is threading.main_thread():  # Python allows handlers only there
-            self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            self.previous = {s: signal.signal(s, self._handle) for s in self.caught()}
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -166,9 +172,8 @@ def stop_at_startup() -> None:
         if not isinstance(unraisable.exc_value, StartupInterrupted):
             shown(unraisable)
 
-    _at_startup.clear()
     sys.unraisablehook = quiet
-    for s in Signals.SIGNALS:
+    for s in Signals.caught():
         signal.signal(s, handle)
 
 

@@ -65,11 +65,20 @@ def test_the_budget_is_spent_at_its_fresh_examples_or_its_step_cap():
     assert Budget(None, 10).spent(10, 1) and not Budget(None, 10).spent(9, 10**9)
 
 
+@pytest.fixture
+def handlers():
+    """The process's signal handlers and unraisable hook, as they were before the test."""
+    previous, hook = {s: signal.getsignal(s) for s in Signals.SIGNALS}, sys.unraisablehook
+    yield
+    sys.unraisablehook = hook
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+
+
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # no traceback shown for it
-def test_a_start_up_signal_whose_exception_python_drops_still_reaches_the_loop():
+def test_a_start_up_signal_whose_exception_python_drops_still_reaches_the_loop(handlers):
     """Raised inside a garbage-collection callback, the start-up handler's exception is dropped; the signal
     must still end the start-up once the trainer's Signals take over, and nothing be printed for it."""
-    previous, hook = {s: signal.getsignal(s) for s in Signals.SIGNALS}, sys.unraisablehook
     sent = []
 
     def callback(phase, info):
@@ -82,12 +91,17 @@ def test_a_start_up_signal_whose_exception_python_drops_still_reaches_the_loop()
         gc.collect()  # the StartupInterrupted goes to sys.unraisablehook, not here
     finally:
         gc.callbacks.remove(callback)
-    try:
-        with Signals() as signals:
-            assert signals.received == signal.SIGTERM
-        with Signals() as signals:  # taken over once
-            assert signals.received is None
-    finally:
-        sys.unraisablehook = hook
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    with Signals() as signals:
+        assert signals.received == signal.SIGTERM
+    with Signals() as signals:  # taken over once
+        assert signals.received is None
+
+
+def test_a_signal_the_parent_ignores_stays_ignored(handlers):
+    """``nohup`` ignores SIGHUP so that a run outlives its terminal; neither start-up nor the loop may undo that."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    stop_at_startup()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+    with Signals():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
