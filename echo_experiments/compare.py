@@ -10,11 +10,15 @@ the machine while they were timed. The runs stay in DIR (a run directory each) f
 
 import argparse
 import logging
+import os
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Optional
+
+from omegaconf import DictConfig
 
 from echo_experiments.cli import fail
 from echo_experiments.compose import compose_all
@@ -22,6 +26,7 @@ from echo_experiments.data.sources import DataMissing
 from echo_experiments.record import RunRecord
 from echo_experiments.report.tables import SHARED_CORES
 from echo_experiments.schema import ConfigError
+from echo_experiments.stops import Interrupted, StartupInterrupted, stop_at_startup
 from echo_experiments.sweep import check_command_line
 from echo_experiments.timing import Timing
 from echo_experiments.train import run
@@ -152,15 +157,39 @@ def main(argv: Optional[list[str]] = None) -> int:
     error = check_command_line(args.overrides)
     if error:
         fail(error)
+    stop_at_startup()
+    cfg = next(iter(compose_all(args.overrides, multirun=False)))
+    given = [name for name in ("out", "factor") if getattr(args, name) is not None]
+    args.out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")
+    try:
+        return _compare(args, cfg, argv)
+    except (Interrupted, StartupInterrupted) as e:
+        print(f"error: stopped by {signal.Signals(e.signum).name}; {_go_on(args, given)}", file=sys.stderr,
+              flush=True)
+        logging.shutdown()
+        os._exit(128 + e.signum)  # a thread may still wait on the input (a shuffle buffer filling)
+
+
+def _go_on(args: argparse.Namespace, given: list[str]) -> str:
+    """How to finish an interrupted comparison: the same folder (its runs resume, or are complete) and the same
+    factor (the profile's recommendation may differ on a rerun)."""
+    if not args.out.exists():
+        return "nothing was kept (it was profiling): run the same command again"
+    again = ([] if "out" in given else [f"--out {args.out}"]) + \
+        ([] if "factor" in given or args.factor is None else [f"--factor {args.factor:g}"])
+    how = f"add {' '.join(again)} to the same command" if again else "run the same command"
+    return f"the runs so far are in {args.out}: {how} to go on from there"
+
+
+def _compare(args: argparse.Namespace, cfg: DictConfig, argv: Optional[list[str]]) -> int:
     print(f"profiling: {PROFILE[0].split('=')[1]} steps of the input and the train step, without echoing", flush=True)
     timing, busy = profile(args.overrides)
     print(timing.advice(busy), flush=True)
-    factor = args.factor or timing.recommended_echo_factor()
-    if factor < SMALLEST:
-        factor = 2.0
+    args.factor = args.factor or timing.recommended_echo_factor()
+    if args.factor < SMALLEST:
+        args.factor = 2.0
         print(f"echoing at e=2 to show what it costs: R = {timing.ratio:.2f} recommends none", flush=True)
-    cfg = next(iter(compose_all(args.overrides, multirun=False)))
-    out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")
+    factor, out = args.factor, args.out
     base = _run(args.overrides + ["echo.factor=1"], out / "baseline", "the baseline")
     echoed = [(f"e={factor:g} at {cfg.echo.placement}",
                _run(args.overrides + [f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}", f"e={factor:g}"))]

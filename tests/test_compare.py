@@ -2,6 +2,7 @@
 
 import json
 import re
+import signal
 import subprocess
 import sys
 
@@ -35,6 +36,23 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
     worth = (base["fresh_examples_to_target"] / echoed["fresh_examples_to_target"] - 1) / (e - 1)
     assert rows["e=2 at before_augmentation"][5] == f"{worth:,.2f}"
     assert "the machine was" in out and (tmp_path / "compare.md").read_text().count("| baseline |") == 1
+
+
+def test_a_signal_during_compare_is_one_line_that_says_how_to_go_on(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "echo_experiments.compare", *FAST, "storage=emulated",
+                             "storage.latency_ms=0.5", "trainer.profile_batches=5", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # one pipe, read
+    for line in proc.stdout:  # bounded by the run: compare ends at the latest when its three runs have
+        if line.startswith("training the baseline"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    err, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    expected = (rf"error: stopped by SIGTERM; the runs so far are in {re.escape(str(tmp_path))}: "
+                r"add --factor [\d.]+ to the same command to go on from there")
+    assert len(errors) == 1 and re.fullmatch(expected, errors[0]), err[-3000:]
 
 
 def test_compare_refuses_to_be_told_the_echo_factor_as_an_override():
