@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 
 from echo_experiments import machine, optim
 from echo_experiments.data.placement import NO_ECHO, EchoSpec, Placement
-from echo_experiments.cli import fail
+from echo_experiments.cli import fail, one_line_on_signal
 from echo_experiments.compose import compose_all
 from echo_experiments.data import stream
 from echo_experiments.data.echo import CHUNK, FreshCounter, echo
@@ -201,11 +201,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         fail(error)
     cfg = run_config(next(iter(compose_all(args.overrides, multirun=False))))
     use_compilation_cache(cfg.trainer.compilation_cache_dir)
-    workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
-    echo = echo_table(cfg, workload, args.repeats, args.batches)
-    plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
-    stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
-    runner = runner_table(cfg, workload, args.repeats, args.steps)
+    with one_line_on_signal(lambda: "nothing is written before every measurement is done: run it again"):
+        workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
+        echo = echo_table(cfg, workload, args.repeats, args.batches)
+        plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
+        stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
+        runner = runner_table(cfg, workload, args.repeats, args.steps)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
     cpu = machine.describe()
     text = (f"Measured with `{command}` ({args.repeats} repeats, medians), on {cpu['cpu']}, {cpu['cores']} cores.\n\n"

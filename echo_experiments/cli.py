@@ -10,10 +10,12 @@ input that stops answering during the run ends with exit 3, a lost peer process 
 import errno
 import logging
 import os
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Callable, Iterator, NoReturn, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -22,7 +24,7 @@ from omegaconf import DictConfig
 from echo_experiments.compose import CONFIG_MODULE
 from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
-from echo_experiments.stops import StartupInterrupted
+from echo_experiments.stops import Interrupted, StartupInterrupted, stop_at_startup
 from echo_experiments.sweep import PLAN_VARIABLE, Plan, job_key, plan, progress
 
 log = logging.getLogger("echo_experiments")
@@ -31,6 +33,20 @@ log = logging.getLogger("echo_experiments")
 def fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+@contextmanager
+def one_line_on_signal(what_next: Callable[[], str]) -> Iterator[None]:
+    """For the commands that train or time in this process (compare, profile, benchmark): a stop signal ends
+    them with one line, ``stopped by SIG...; <what_next()>``, and 128 + its number, not a traceback (Ctrl-C) or a
+    silent exit (SIGTERM, SIGHUP)."""
+    stop_at_startup()
+    try:
+        yield
+    except (Interrupted, StartupInterrupted) as e:
+        print(f"error: stopped by {signal.Signals(e.signum).name}; {what_next()}", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(128 + e.signum)  # a thread may still wait on the input (a shuffle buffer filling)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")

@@ -10,8 +10,6 @@ the machine while they were timed. The runs stay in DIR (a run directory each) f
 
 import argparse
 import logging
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -20,13 +18,12 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from echo_experiments.cli import fail
+from echo_experiments.cli import fail, one_line_on_signal
 from echo_experiments.compose import compose_all
 from echo_experiments.data.sources import DataMissing
 from echo_experiments.record import RunRecord
 from echo_experiments.report.tables import SHARED_CORES
 from echo_experiments.schema import ConfigError
-from echo_experiments.stops import Interrupted, StartupInterrupted, stop_at_startup
 from echo_experiments.sweep import check_command_line
 from echo_experiments.timing import Timing
 from echo_experiments.train import run
@@ -157,17 +154,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     error = check_command_line(args.overrides)
     if error:
         fail(error)
-    stop_at_startup()
     cfg = next(iter(compose_all(args.overrides, multirun=False)))
     given = [name for name in ("out", "factor") if getattr(args, name) is not None]
     args.out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")
-    try:
+    with one_line_on_signal(lambda: _go_on(args, given)):
         return _compare(args, cfg, argv)
-    except (Interrupted, StartupInterrupted) as e:
-        print(f"error: stopped by {signal.Signals(e.signum).name}; {_go_on(args, given)}", file=sys.stderr,
-              flush=True)
-        logging.shutdown()
-        os._exit(128 + e.signum)  # a thread may still wait on the input (a shuffle buffer filling)
 
 
 def _go_on(args: argparse.Namespace, given: list[str]) -> str:

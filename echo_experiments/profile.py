@@ -6,7 +6,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from echo_experiments.cli import fail
+from echo_experiments.cli import fail, one_line_on_signal
 from echo_experiments.compose import compose_all
 from echo_experiments.sweep import check_command_line
 from echo_experiments.schema import ConfigError
@@ -30,7 +30,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not cfg.trainer.profile_batches:  # the timing facts are what this command prints
         fail(f"trainer.profile_batches={cfg.trainer.profile_batches} is not allowed here: an integer >= 1 "
              "(the batches the profiler times)")
-    with tempfile.TemporaryDirectory(prefix="echo_profile_") as out:
+    with one_line_on_signal(lambda: "nothing is kept (the profile runs in a temporary folder): run it again"), \
+            tempfile.TemporaryDirectory(prefix="echo_profile_") as out:
         try:
             summary = run(cfg, out)
         except (ConfigError, DataMissing) as e:

@@ -1,8 +1,10 @@
 """The profiler's arithmetic and command."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -46,6 +48,21 @@ def test_profile_command_prints_the_timing_facts():
     for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: ", "predicted   speedup"):
         assert label in out
     assert "40-step run" in out and "advice: " in out
+
+
+def test_a_signal_while_profiling_is_one_line(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "echo_experiments.profile", *FAST, "storage=emulated",
+                             "storage.latency_ms=20", "trainer.profile_batches=5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    deadline = time.time() + 120
+    while not any(tmp_path.glob("echo_profile_*")) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)  # the temporary run folder: the command has begun its run
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in err, err[-3000:]
+    assert [line for line in err.splitlines() if line.startswith("error: ")] == [
+        "error: stopped by SIGINT; nothing is kept (the profile runs in a temporary folder): run it again"]
 
 
 def test_the_advice_says_what_to_do_and_when_the_machine_was_busy():
