@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from echo_experiments.report import comparisons, figures, tables  # noqa: E402
 from echo_experiments.report.text import report_text  # noqa: E402
 from echo_experiments.report.collect import collect  # noqa: E402
+from echo_experiments.runs import write_atomic  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +91,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
                "unfinished.csv": partial,
                "skipped.csv": pd.DataFrame([vars(s) for s in skipped], columns=["path", "reason"])}
     for name, frame in outputs.items():
-        frame.to_csv(out / name, index=False)
+        write_atomic(out / name, frame.to_csv(index=False))
     (out / "figures").mkdir(exist_ok=True)
     notes: list[str] = []
     drawn = figures.draw_all({"fresh": fresh, "speed": speed, "curves": curve_rows, "best_of_k": best_k}, notes)
@@ -108,7 +109,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
             plt.close(fig)
     named = {"fresh": fresh, "paired": paired, "best_of_k": best_k, "speed": speed, "final": final, "bounds": bounds,
              "partial": partial}
-    (out / "report.md").write_text(report_text(named, trials, skipped, drawn, command, notes, mixed, include_shared))
+    write_atomic(out / "report.md", report_text(named, trials, skipped, drawn, command, notes, mixed, include_shared))
     return [*outputs, *(f"figures/{n}.png|svg" for n in drawn), "report.md"]
 
 

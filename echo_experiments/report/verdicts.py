@@ -19,6 +19,7 @@ from echo_experiments.report import autopilot_checks, evidence
 from echo_experiments.report.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge
 from echo_experiments.report.collect import results_trials
 from echo_experiments.report.markdown import report_link, table
+from echo_experiments.runs import write_atomic
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
 SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
@@ -147,12 +148,13 @@ def _study_best(r) -> str:
 
 
 def write_block(path: Path, begin: str, end: str, text: str) -> None:
-    """Replace what stands between the markers ``begin`` and ``end`` in ``path`` with ``text``."""
+    """Replace what stands between the markers ``begin`` and ``end`` in ``path`` with ``text``, in one step: the
+    page around the block is written by hand, so an interrupted rewrite must leave it whole."""
     content = path.read_text()
     if begin not in content or end not in content:
         raise ValueError(f"{path} has no {begin} ... {end} block")
     head, rest = content.split(begin, 1)
-    path.write_text(f"{head}{begin}\n{text}{end}{rest.split(end, 1)[1]}")
+    write_atomic(path, f"{head}{begin}\n{text}{end}{rest.split(end, 1)[1]}")
 
 
 def write_readme(readme: Path, text: str) -> None:
@@ -171,9 +173,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no such results folder: {args.results}", file=sys.stderr)
         return 2
     claims = measure(args.results)
-    claims.drop(columns="link").to_csv(args.results / "claims.csv", index=False)
+    write_atomic(args.results / "claims.csv", claims.drop(columns="link").to_csv(index=False))
     checks = autopilot_checks.measure(args.results)
-    checks.drop(columns="link").to_csv(args.results / "autopilot.csv", index=False)
+    write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
     try:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
