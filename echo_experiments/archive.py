@@ -8,10 +8,12 @@ committed results and back.
   results/ does not keep), a run without a readable record is not complete: both stay out.
 - ``restore``: the reverse, on a machine without the sweep folder (a new one, or after ``make clean``): the
   sweep's command, run again, then leaves those runs alone and prunes new trials against their bests. A job
-  folder already there is not touched (it may hold an interrupted run with its checkpoints).
+  folder with a record or checkpoints of its own is not touched (it may hold an interrupted run); one without
+  (an interrupted restore) is restored.
 """
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -39,10 +41,14 @@ def jobs(folder: Path) -> Iterator[Path]:
 
 
 def _copy(source: Path, destination: Path) -> None:
+    """The run files, each in one step and the record last: an interrupted copy leaves no file half-written and
+    no record before the files it describes (so it counts as not copied, and the next copy finishes it)."""
     destination.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
+    for name in sorted(RUN_FILES, key=lambda name: name == SUMMARY):
         if (source / name).exists():
-            shutil.copy2(source / name, destination / name)
+            part = destination / f".{name}.part"
+            shutil.copy2(source / name, part)
+            os.replace(part, destination / name)
 
 
 def archive(sweep: Path, results: Path) -> str:
@@ -73,7 +79,7 @@ def restore(sweep: Path, results: Path) -> str:
     restored = 0
     for run in jobs(source):
         job = sweep / run.relative_to(source)
-        if (run / SUMMARY).exists() and not job.exists():
+        if (run / SUMMARY).exists() and not ((job / SUMMARY).exists() or (job / "checkpoints").exists()):
             _copy(run, job)
             restored += 1
     return f"{restored} committed runs -> {sweep}"

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from echo_experiments.archive import archive, restore
 from echo_experiments.record import RunRecord, Target
 from echo_experiments.runs import RunDir
@@ -42,3 +44,27 @@ def test_archive_copies_complete_runs_only_and_restore_brings_them_back(tmp_path
     assert restore(fresh, results) == f"1 committed runs -> {fresh}"
     assert json.loads((fresh / "a" / "summary.json").read_text())["status"] == "not_reached"
     assert (fresh / "timed" / "a" / "summary.json").exists()
+
+
+def test_an_interrupted_archive_or_restore_leaves_no_record_and_the_next_one_finishes_it(tmp_path, monkeypatch):
+    import shutil
+
+    sweep, results = tmp_path / "multirun" / "preset" / "wl", tmp_path / "results"
+    write_run(sweep / "a")
+    copy = shutil.copy2
+
+    def killed_at_the_record(source, destination):
+        if source.name == "summary.json":  # killed with the record half-copied
+            destination.write_text(source.read_text()[:10])
+            raise KeyboardInterrupt
+        return copy(source, destination)
+
+    runs, fresh = results / "preset" / "wl" / "runs", tmp_path / "elsewhere" / "preset" / "wl"
+    for command, into in ((lambda: archive(sweep, results), runs / "a"), (lambda: restore(fresh, results), fresh / "a")):
+        monkeypatch.setattr(shutil, "copy2", killed_at_the_record)
+        with pytest.raises(KeyboardInterrupt):
+            command()
+        assert sorted(p.name for p in into.iterdir()) == [".summary.json.part", "config.yaml", "metrics.jsonl"]
+        monkeypatch.setattr(shutil, "copy2", copy)
+        assert command().startswith("1 ")
+        assert (into / "summary.json").read_text() == (sweep / "a" / "summary.json").read_text()
