@@ -35,6 +35,14 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def end_now(message: str, code: int) -> NoReturn:
+    """The error line, then exit at once: a thread may still wait inside TensorFlow (a shuffle buffer filling,
+    an unanswered input), and JAX's distributed runtime would wait at a normal exit for a lost peer."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    logging.shutdown()
+    os._exit(code)
+
+
 @contextmanager
 def one_line_on_signal(what_next: Callable[[], str]) -> Iterator[None]:
     """For the commands that train or time in this process (compare, profile, benchmark): a stop signal ends
@@ -44,16 +52,14 @@ def one_line_on_signal(what_next: Callable[[], str]) -> Iterator[None]:
     try:
         yield
     except (Interrupted, StartupInterrupted) as e:
-        print(f"error: stopped by {signal.Signals(e.signum).name}; {what_next()}", file=sys.stderr, flush=True)
-        logging.shutdown()
-        os._exit(128 + e.signum)  # a thread may still wait on the input (a shuffle buffer filling)
+        end_now(f"stopped by {signal.Signals(e.signum).name}; {what_next()}", 128 + e.signum)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.runs import DiskFull, RunDirInUse
-    from echo_experiments.train import InputLost, Interrupted, PeerLost, run
+    from echo_experiments.train import InputLost, PeerLost, run
 
     out_dir = HydraConfig.get().runtime.output_dir
     current = Plan.of_this_job()
@@ -69,16 +75,10 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     except Interrupted as e:  # the shell's convention for a signal: 128 + its number
         print(f"error: {e}", file=sys.stderr)
         sys.exit(128 + e.signum)
-    except StartupInterrupted as e:  # a thread may still wait on the input (a shuffle buffer filling): at once
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        logging.shutdown()
-        os._exit(128 + e.signum)
+    except StartupInterrupted as e:
+        end_now(str(e), 128 + e.signum)
     except (InputLost, PeerLost, DiskFull) as e:
-        # A thread may still be blocked in the unanswered call (inside TensorFlow), and JAX's distributed
-        # runtime would abort at exit waiting for the lost peer: exit at once.
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        logging.shutdown()
-        os._exit(4 if isinstance(e, PeerLost) else 3)
+        end_now(str(e), 4 if isinstance(e, PeerLost) else 3)
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              record.status, record.fresh_examples_to_target, record.steps, record.fresh_examples,
              record.wall_time_s, out_dir)
