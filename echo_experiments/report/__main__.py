@@ -2,8 +2,8 @@
 
 Writes fresh_examples_to_target.csv, paired.csv, best_of_k.csv, speedups.csv, final_performance.csv,
 trials.csv, curves.csv, search_bounds.csv, unfinished.csv, skipped.csv, figures/*.png|svg and report.md into
-DIR. Run directories that cannot be counted are listed (stderr, skipped.csv, report.md) and left out. Runs of
-one condition from several CPU models are refused unless --mixed-machines.
+DIR. Run directories that cannot be counted are listed (stderr, skipped.csv, report.md) and left out. A study
+whose runs come from several CPU models is refused unless --mixed-machines.
 """
 
 import argparse
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--include-shared", action="store_true",
                         help="take seconds also from runs that shared the machine (marked as such in report.md)")
     parser.add_argument("--mixed-machines", action="store_true",
-                        help="report a condition whose runs come from several CPU models (refused otherwise)")
+                        help="report a study whose runs come from several CPU models (refused otherwise)")
     args = parser.parse_args(argv)
     problem = _argument_problem(args.runs, args.out)  # before any work
     if problem:
@@ -48,10 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     mixed = tables.machines(trials)
     if not mixed.empty and not args.mixed_machines:
-        names = "; ".join(f"{r.placement} e={r.echo_factor:g}, batch {r.batch_size}: {r.n_cpu_models} CPU models"
-                          for r in mixed.itertuples())
-        print(f"error: runs of one condition come from several CPU models ({names}), whose numbers differ: report "
-              "them apart, or add --mixed-machines to report them together, marked", file=sys.stderr)
+        names = "; ".join(f"{r.study_key}: {r.n_cpu_models} CPU models" for r in mixed.itertuples())
+        print(f"error: runs of one study come from several CPU models ({names}), whose numbers differ: rerun the "
+              "study on one machine, or add --mixed-machines to report it as it is, marked", file=sys.stderr)
         return 2
     command = " ".join(["python -m echo_experiments.report", *(argv or sys.argv[1:])])
     written = write_report(trials, curves, search, skipped, args.out, command=command, mixed=mixed,

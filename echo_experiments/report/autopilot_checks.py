@@ -1,16 +1,17 @@
 """The autopilot's checks (docs/protocol.md, "The autopilot's checks"): what ``echo.factor=auto`` promises,
 measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No verdict is written by hand.
 
-- ``within``: the candidate's seconds to target, the median over studies of each study's best trial (best by
-  fresh examples to target, as every tuned comparison picks it), are at most ``limit`` x the fastest
-  reference's (the reference condition with the lowest such median). Every trial of these sweeps runs alone,
-  so its seconds are a timing. Met when they are, not met when they are not; the per-study ratios (each study's
-  candidate over the same study's fastest reference) are shown beside it, with how many studies meet the limit.
+- ``within``: each study's best trial (best by fresh examples to target, as every tuned comparison picks it)
+  gives a condition's seconds to target in that study; per study, the candidate's over each reference's. The
+  median of those ratios is at most ``limit`` against the fastest reference (the one it is hardest to beat:
+  the highest median ratio). Every ratio sets two runs of one study, so of one machine, against each other;
+  every trial of these sweeps runs alone, so its seconds are a timing. Met when the median is within the limit,
+  not met when it is not; the ratios' range and how many studies meet the limit are shown beside it.
 - ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
   below ``limit``.
 
-A check decides nothing (inconclusive) while a condition is not yet a result, when its runs come from several
-CPU models, or when a study's best trial has no timing; it is "not measured" while its folder has no runs.
+A check decides nothing (inconclusive) while a condition is not yet a result, when a study's runs come from
+several CPU models, or when a study's best trial has no timing; it is "not measured" while its folder has no runs.
 """
 
 import math
@@ -84,7 +85,7 @@ def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
     if flags["unfinished"]:
         return f"not yet a result: {flags['unfinished']}"
     if flags["machines"]:
-        return f"mixed machines: runs from several CPU models ({flags['machines']})"
+        return f"mixed machines: a study's runs come from several CPU models ({flags['machines']})"
     return None
 
 
@@ -92,12 +93,11 @@ def _within(trials: pd.DataFrame, check: Check) -> dict:
     conditions = [check.candidate, *check.references]
     seconds = tables.study_seconds(trials)
     per_study = {str(c): evidence.per_study_seconds(seconds, c) for c in conditions}
-    medians = {name: float(s.median()) if len(s) else math.nan for name, s in per_study.items()}
-    reference = min((str(c) for c in check.references), key=lambda name: np.nan_to_num(medians[name], nan=math.inf))
     candidate = per_study[str(check.candidate)]
-    common = candidate.index.intersection(per_study[reference].index)
-    ratios = candidate[common] / per_study[reference][common]
-    row = {"reference": reference, "effect": medians[str(check.candidate)] / medians[reference],
+    by_reference = {str(c): _ratios(candidate, per_study[str(c)]) for c in check.references}
+    reference = max(by_reference, key=lambda name: np.nan_to_num(by_reference[name].median(), nan=-math.inf))
+    ratios = by_reference[reference]
+    row = {"reference": reference, "effect": float(ratios.median()) if len(ratios) else math.nan,
            "range_min": ratios.min(), "range_max": ratios.max(), "n_studies": len(ratios)}
     why = _undone(trials, conditions)
     if why is None and any(s.isna().any() for s in per_study.values()):
@@ -107,8 +107,14 @@ def _within(trials: pd.DataFrame, check: Check) -> dict:
     meets = int((ratios <= check.limit).sum())
     side = "at most" if row["effect"] <= check.limit else "above"
     return {**row, "verdict": MET if row["effect"] <= check.limit else NOT_MET,
-            "reason": f"the median is {side} {check.limit:g}x the fastest reference ({reference}); "
-                      f"{meets} of {len(ratios)} studies are within it"}
+            "reason": f"the median per-study ratio is {side} {check.limit:g} against the fastest reference "
+                      f"({reference}); {meets} of {len(ratios)} studies are within it"}
+
+
+def _ratios(candidate: pd.Series, reference: pd.Series) -> pd.Series:
+    """Per study both have, the candidate's seconds over the reference's (NaN where either is untimed)."""
+    common = candidate.index.intersection(reference.index)
+    return candidate[common] / reference[common]
 
 
 def _echoes(trials: pd.DataFrame, check: Check) -> dict:

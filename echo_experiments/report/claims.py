@@ -121,10 +121,11 @@ _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
 _fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
 _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
 # 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
-FIXED_LM = Successor("fixed_budget_rerun_cpu/transformer_pydocs", "36 runs on one machine; 7-8 h on 2 cores")
+FIXED_LM = Successor("fixed_budget_rerun_cpu/transformer_pydocs", "36 runs, each study on one machine; 7-8 h on 2 cores")
 _wall = "wall_clock_cpu/fashion_mnist"
 # Its 3 studies are too few for seconds (MIN_DRAWS), and studies from another CPU model cannot be added to them.
-WALL_5 = Successor("wall_clock_5_studies_cpu/fashion_mnist", "125 runs, 5 studies on one machine; 13-14 h on 2 cores")
+WALL_5 = Successor("wall_clock_5_studies_cpu/fashion_mnist",
+                   "125 runs, 5 studies, each on one machine; 13-14 h on 2 cores")
 
 
 def _at_batch(batch: int, placement: str = "after_batching") -> tuple[Condition, Condition]:
@@ -174,7 +175,7 @@ def judge(kind: str, effect: dict, paper: Optional[float] = None) -> tuple[str, 
     if effect.get("unfinished"):
         return INCONCLUSIVE, f"not yet a result: {effect['unfinished']}"
     if effect.get("machines"):
-        return INCONCLUSIVE, f"mixed machines: runs from several CPU models ({effect['machines']})"
+        return INCONCLUSIVE, f"mixed machines: a study's runs come from several CPU models ({effect['machines']})"
     if effect.get("off_factor"):
         return INCONCLUSIVE, f"confounded: {effect['off_factor']}"
     if effect["n_draws"] < MIN_DRAWS:

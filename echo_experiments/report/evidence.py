@@ -26,9 +26,10 @@ def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
 
 
 def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Condition]) -> dict:
-    """What undoes a comparison: unfinished conditions, echoed conditions off their factor, mixed machines."""
+    """What undoes a comparison: unfinished conditions, echoed conditions off their factor, a study whose runs
+    come from several CPU models (its pairs would compare machines as well as conditions)."""
     partial = tables.unfinished(trials)
-    reasons, off, machines = [], [], []
+    reasons, off = [], []
     for rows, condition in zip(chosen, conditions):
         if rows.empty:
             reasons.append(f"{condition}: no runs")
@@ -41,11 +42,9 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
         if nominal and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
             off.append(f"{condition} trained {factor:.2f} examples per fresh example at its target, not "
                        f"{key.echo_factor:g}")
-        if (models := tables.cpu_models(rows)) > 1:
-            machines.append(f"{condition}: {models}")
     present = [rows for rows in chosen if not rows.empty]
-    if not machines and present and (models := tables.cpu_models(pd.concat(present))) > 1:
-        machines.append(f"the conditions between them: {models}")
+    mixed = tables.machines(pd.concat(present)) if present else pd.DataFrame()
+    machines = [f"{r.study_key}: {r.n_cpu_models}" for r in mixed.itertuples()]
     return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines)}
 
 

@@ -188,16 +188,21 @@ def _cpus(runs: pd.DataFrame) -> pd.Series:
     return runs["cpu"].fillna("unrecorded") if "cpu" in runs else pd.Series("unrecorded", index=runs.index)
 
 
-def cpu_models(runs: pd.DataFrame) -> int:
-    """How many CPU models made these runs."""
-    return int(_cpus(runs).nunique())
-
-
 def machines(trials: pd.DataFrame) -> pd.DataFrame:
-    """The conditions whose runs come from more than one CPU model."""
-    cpus = trials.assign(cpu=_cpus(trials)).groupby(CONDITION)["cpu"].nunique()
+    """The studies whose runs, of any condition, come from more than one CPU model. A study is the unit a machine
+    owns: its conditions share their draws, so every pair and every study-best comparison stays on one model."""
+    cpus = trials.assign(cpu=_cpus(trials)).groupby("study_key")["cpu"].nunique()
     mixed = cpus[cpus > 1]
     return mixed.rename("n_cpu_models").reset_index()
+
+
+def study_machines(trials: pd.DataFrame) -> pd.DataFrame:
+    """Each CPU model with the studies it made, when the studies come from more than one (one row each)."""
+    cpus = trials.assign(cpu=_cpus(trials))
+    if cpus["cpu"].nunique() < 2:
+        return pd.DataFrame(columns=["cpu", "studies"])
+    named = cpus.groupby("cpu")["study_key"].agg(lambda keys: ", ".join(sorted(set(keys))))
+    return named.rename("studies").reset_index()
 
 
 def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:

@@ -17,7 +17,7 @@ def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list,
     parts = [
         "# Data echoing report\n",
         f"Made by `{command}` from {len(trials)} complete runs ({trials['status'].value_counts().to_dict()}).\n",
-        _mixed_text(mixed),
+        _mixed_text(mixed, trials),
         _unfinished_text(t["partial"]),
         "## Fresh examples to target\n", _fresh_text(), table(t["fresh"], COUNTS), _off_factor_text(t["fresh"]),
         "## Paired comparisons: each condition against its baseline, draw by draw\n", _paired_text(),
@@ -109,11 +109,16 @@ def _bounds_text(bounds: pd.DataFrame) -> str:
     return text + (table(bounds[bounds["at_bound"]], {}) if bounds["at_bound"].any() else "")
 
 
-def _mixed_text(mixed) -> str:
+def _mixed_text(mixed, trials: pd.DataFrame) -> str:
+    by_model = tables.study_machines(trials)
+    text = "" if by_model.empty else (
+        "**Studies from several CPU models.** Each study's conditions ran on one model, so its pairs compare "
+        "conditions only; the spread between studies includes the machines' (docs/protocol.md, Machines).\n\n"
+        + table(by_model, {}) + "\n")
     if mixed is None or mixed.empty:
-        return ""
-    return ("**Runs from several CPU models in one condition** (--mixed-machines): their numbers differ from "
-            "machine to machine, so these conditions mix two measurements.\n\n" + table(mixed, {}))
+        return text
+    return text + ("**A study's runs from several CPU models** (--mixed-machines): their numbers differ from machine "
+                   "to machine, so these studies mix two measurements.\n\n" + table(mixed, {}))
 
 
 def _unfinished_text(partial: pd.DataFrame) -> str:
