@@ -153,6 +153,13 @@ class StartupInterrupted(BaseException):
                          "the run directory keeps what it had; run the same command to go on")
 
 
+def signal_at_startup() -> Optional[int]:
+    """The stop signal received while starting, until the loop's Signals takes it over. A library that the
+    start-up handler's exception crosses may turn it into an error of its own (TensorFlow, tracing a dataset
+    function, raises a ValueError of its iterators), so the run asks this before taking an error for a failure."""
+    return _at_startup.get("signum")
+
+
 def stop_at_startup() -> None:
     """From here until the training loop takes them over, a stop signal ends the process at once with one
     line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM, SIGHUP)."""

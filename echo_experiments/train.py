@@ -40,7 +40,7 @@ from echo_experiments.record import RunRecord, jsonable
 from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
 from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
-                                    StartupInterrupted, Stops, TargetReached)
+                                    StartupInterrupted, Stops, TargetReached, signal_at_startup)
 from echo_experiments.autopilot import Autopilot, autopilot_state, trainer_inputs
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.train_step import TrainState, initial_state, make_train_step
@@ -48,6 +48,7 @@ from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+INTERRUPTED = "interrupted: %s keeps its metrics and checkpoints and has no summary.json"
 __all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "make_train_step", "run"]
 
 
@@ -97,9 +98,12 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
         raise
     except (KeyboardInterrupt, SystemExit, StartupInterrupted):
-        log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
+        log.warning(INTERRUPTED, run_dir.path)
         raise
     except Exception as e:
+        if (signum := signal_at_startup()) is not None:  # the start-up stop, turned into another error on its way
+            log.warning(INTERRUPTED, run_dir.path)
+            raise StartupInterrupted(signum) from None
         if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
             raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
                            "the run keeps its last complete checkpoint; free space and run the same command to "

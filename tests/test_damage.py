@@ -121,6 +121,33 @@ def test_a_signal_while_starting_is_one_line(tmp_path, signum, after_s):
              f"stopped by {signal.Signals(signum).name} while starting")
 
 
+def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, monkeypatch):
+    """TensorFlow, tracing a dataset function when the start-up handler raises, can raise an error of its own
+    instead (seen: a ValueError about its iterators): the run stops on the signal all the same, and writes no
+    summary that would call it failed."""
+    from echo_experiments import stops, train
+
+    def build(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        except stops.StartupInterrupted:
+            raise ValueError("An unusually high number of `tf.data.Iterator.get_next()` calls was detected.")
+
+    monkeypatch.setattr(train.stream, "build", build)
+    handlers, hook = {s: signal.getsignal(s) for s in stops.Signals.SIGNALS}, sys.unraisablehook
+    stops.stop_at_startup()
+    try:
+        with pytest.raises(stops.StartupInterrupted) as stopped:
+            run(compose_config(*FAST), tmp_path)
+    finally:
+        stops._at_startup.clear()
+        sys.unraisablehook = hook
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert stopped.value.signum == signal.SIGINT and not (tmp_path / "summary.json").exists()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
