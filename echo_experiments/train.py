@@ -27,8 +27,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from echo_experiments import decisions, machine, optim, parallel, timing, tuning
-from echo_experiments.checkpoints import Checkpoints
-from echo_experiments.checkpoints import exist as checkpoints_exist
+from echo_experiments.checkpoints import Checkpoints, exist as checkpoints_exist
 from echo_experiments.clocks import Clocks, ClockState
 from echo_experiments.schema import ConfigError
 from echo_experiments.data import stream
@@ -48,7 +47,6 @@ from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-INTERRUPTED = "interrupted: %s keeps its metrics and checkpoints and has no summary.json"
 __all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "make_train_step", "run"]
 
 
@@ -98,11 +96,10 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
         raise
     except (KeyboardInterrupt, SystemExit, StartupInterrupted):
-        log.warning(INTERRUPTED, run_dir.path)
+        log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
     except Exception as e:
         if (signum := signal_at_startup()) is not None:  # the start-up stop, turned into another error on its way
-            log.warning(INTERRUPTED, run_dir.path)
             raise StartupInterrupted(signum) from None
         if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
             raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
