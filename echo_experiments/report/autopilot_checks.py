@@ -94,7 +94,9 @@ def _within(trials: pd.DataFrame, check: Check) -> dict:
     seconds = tables.study_seconds(trials)
     per_study = {str(c): evidence.per_study_seconds(seconds, c) for c in conditions}
     candidate = per_study[str(check.candidate)]
-    by_reference = {str(c): _ratios(candidate, per_study[str(c)]) for c in check.references}
+    # NaN where a study is untimed (the check is then untimed, below) or neither condition reached the target
+    by_reference = {str(c): evidence.per_study_ratios(candidate, per_study[str(c)], undefined=math.nan)
+                    for c in check.references}
     reference = max(by_reference, key=lambda name: np.nan_to_num(by_reference[name].median(), nan=-math.inf))
     ratios = by_reference[reference]
     row = {"reference": reference, "effect": float(ratios.median()) if len(ratios) else math.nan,
@@ -109,12 +111,6 @@ def _within(trials: pd.DataFrame, check: Check) -> dict:
     return {**row, "verdict": MET if row["effect"] <= check.limit else NOT_MET,
             "reason": f"the median per-study ratio is {side} {check.limit:g} against the fastest reference "
                       f"({reference}); {meets} of {len(ratios)} studies are within it"}
-
-
-def _ratios(candidate: pd.Series, reference: pd.Series) -> pd.Series:
-    """Per study both have, the candidate's seconds over the reference's (NaN where either is untimed)."""
-    common = candidate.index.intersection(reference.index)
-    return candidate[common] / reference[common]
 
 
 def _echoes(trials: pd.DataFrame, check: Check) -> dict:

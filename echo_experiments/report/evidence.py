@@ -60,7 +60,7 @@ def _effective_factor(rows: pd.DataFrame) -> float:
     return float(np.median(factors)) if len(factors) else math.nan
 
 
-def _per_study(a: pd.Series, b: pd.Series, undefined: float) -> pd.Series:
+def per_study_ratios(a: pd.Series, b: pd.Series, undefined: float) -> pd.Series:
     """a over b (by study) for the studies both have, by stats.divide's rules (``undefined``: inf/inf, 0/0)."""
     common = a.index.intersection(b.index)
     return pd.Series(stats.divide(a[common].to_numpy(), b[common].to_numpy(), undefined), index=common)
@@ -70,14 +70,14 @@ def _study_best_ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.Series:
     """Per study, a's best fresh examples to target over b's (inf: not reached; neither reached: a tie, 1)."""
     best = [rows["fresh_examples_to_target"].where(rows["status"] == "reached_target").astype(float)
             .fillna(math.inf).groupby(rows["study_key"]).min() for rows in (a, b)]
-    return _per_study(*best, undefined=1.0)
+    return per_study_ratios(*best, undefined=1.0)
 
 
 def _study_best(chosen: list[Optional[pd.DataFrame]], interaction: bool) -> tuple[float, float, float, int]:
     """The study-best ratio (a over b; an interaction's a/b over c/d, per study) as median, min, max, studies."""
     ratios = _study_best_ratios(chosen[0], chosen[1])
     if interaction:
-        ratios = _per_study(ratios, _study_best_ratios(chosen[2], chosen[3]), undefined=math.nan)
+        ratios = per_study_ratios(ratios, _study_best_ratios(chosen[2], chosen[3]), undefined=math.nan)
     ratios = ratios.dropna()
     if ratios.empty:
         return math.nan, math.nan, math.nan, 0
