@@ -64,6 +64,9 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
     run_dir = RunDir(out_dir).hold() if mesh.writes_run_dir else RunDir(out_dir)
     try:
         return _run(cfg, spec, run_dir, mesh)
+    except (KeyboardInterrupt, SystemExit, StartupInterrupted):  # none an Exception: _run lets them through
+        log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
+        raise
     finally:
         run_dir.release()
 
@@ -94,9 +97,6 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
                 run_dir.write_summary(record)
                 trainer.close_events(record)
     except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
-        raise
-    except (KeyboardInterrupt, SystemExit, StartupInterrupted):
-        log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
     except Exception as e:
         if (signum := signal_at_startup()) is not None:  # the start-up stop, turned into another error on its way

@@ -121,10 +121,11 @@ def test_a_signal_while_starting_is_one_line(tmp_path, signum, after_s):
              f"stopped by {signal.Signals(signum).name} while starting")
 
 
-def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, monkeypatch):
+def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, monkeypatch,
+                                                                                        caplog):
     """TensorFlow, tracing a dataset function when the start-up handler raises, can raise an error of its own
-    instead (seen: a ValueError about its iterators): the run stops on the signal all the same, and writes no
-    summary that would call it failed."""
+    instead (seen: a ValueError about its iterators): the run stops on the signal all the same, writes no
+    summary that would call it failed, and says what it keeps, as any stopped run does."""
     from echo_experiments import stops, train
 
     def build(*args, **kwargs):
@@ -146,6 +147,7 @@ def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_t
         for s, handler in handlers.items():
             signal.signal(s, handler)
     assert stopped.value.signum == signal.SIGINT and not (tmp_path / "summary.json").exists()
+    assert f"interrupted: {tmp_path} keeps its metrics and checkpoints and has no summary.json" in caplog.text
 
 
 def _free_port() -> int:
