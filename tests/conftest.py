@@ -1,4 +1,5 @@
 import os
+import signal
 from collections import Counter
 
 import pytest
@@ -28,11 +29,9 @@ def metric_rows(run_dir):
     return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
 
 
-def ctrl_c_at_evaluation(monkeypatch, n: int):
-    """Make this process send itself SIGINT right after its n-th evaluation row (as Ctrl-C would); returns the
-    undo, for the rerun that resumes."""
-    import signal
-
+def signal_at_evaluation(monkeypatch, n: int, signum: int = signal.SIGINT):
+    """Make this process send itself ``signum`` right after its n-th evaluation row (SIGINT: as Ctrl-C would);
+    returns the undo, for the rerun that resumes."""
     from echo_experiments.events import Events
 
     original, calls = Events.row, {"n": 0}
@@ -41,7 +40,7 @@ def ctrl_c_at_evaluation(monkeypatch, n: int):
         original(self, values)
         calls["n"] += 1
         if calls["n"] == n:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(Events, "row", row)
     return lambda: monkeypatch.setattr(Events, "row", original)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import FAST, compose_config, ctrl_c_at_evaluation, metric_rows
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
 from echo_experiments.schema import ConfigError
 from echo_experiments.train import Interrupted, run
 
@@ -35,7 +35,7 @@ def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path):
 
 
 def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, monkeypatch):
-    undo = ctrl_c_at_evaluation(monkeypatch, 3)
+    undo = signal_at_evaluation(monkeypatch, 3)
     with pytest.raises(Interrupted):
         run(compose_config(*SLOW), tmp_path)
     before = metric_rows(tmp_path)
@@ -91,7 +91,7 @@ def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir)
 def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_input_that_never_waits(
         tmp_path, monkeypatch):
     recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=3072"]
-    undo = ctrl_c_at_evaluation(monkeypatch, 2)
+    undo = signal_at_evaluation(monkeypatch, 2)
     with pytest.raises(Interrupted):
         run(compose_config(*recorded), tmp_path / "recorded")
     undo()

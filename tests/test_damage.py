@@ -4,6 +4,7 @@ status and no traceback, and loses nothing already done."""
 
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, compose_config, metric_rows
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from echo_experiments.data import sources
 from echo_experiments.runs import DiskFull, RunDir
 from echo_experiments.schema import ConfigError
+from echo_experiments.stops import Interrupted
 from echo_experiments.sweep import check_command_line
 from echo_experiments.train import run
 
@@ -69,10 +72,13 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
 
 
 def test_when_no_checkpoint_can_be_read_the_line_says_how_to_start_over(tmp_path):
-    steps = killed_at(tmp_path, rows=7)
+    """A run that left checkpoints and no summary (killed: the test above kills one), all of them damaged."""
+    run(compose_config(*LONG), tmp_path)
+    (tmp_path / "summary.json").unlink()
+    steps = [p for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()]
     assert steps
     for step in steps:
-        garble(tmp_path / "checkpoints" / str(step))
+        garble(step)
     with pytest.raises(ConfigError, match=r"no checkpoint in \S+ can be read .*: add trainer.restart=true"):
         run(compose_config(*LONG), tmp_path)
 
@@ -95,17 +101,20 @@ def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tm
     assert metric_rows(cut) == metric_rows(tmp_path / "whole")
 
 
-def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path):
-    proc = subprocess.Popen(command(*LONG, "trainer.max_fresh_examples=10000000", f"hydra.run.dir={tmp_path}"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not (tmp_path / "metrics.jsonl").exists() and time.time() < deadline:  # training has begun
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGHUP)
-    _, err = proc.communicate(timeout=120)
-    line = one_line(subprocess.CompletedProcess([], proc.returncode, "", err), 128 + signal.SIGHUP,
-                    "stopped by SIGHUP at step ")
-    assert "run the same command to resume" in line and any((tmp_path / "checkpoints").iterdir())
+def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path, monkeypatch):
+    """In this process; how the command line ends on such a stop is test_robustness's SIGTERM test."""
+    signal_at_evaluation(monkeypatch, 3, signal.SIGHUP)
+    # As a terminal leaves it, whatever this session was started under (a run keeps an ignored SIGHUP ignored).
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            run(compose_config(*LONG), tmp_path)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert stopped.value.signum == signal.SIGHUP
+    assert re.fullmatch(r"stopped by SIGHUP at step 96 \(3072 fresh examples\); its checkpoint is in \S+: run the "
+                        r"same command to resume", str(stopped.value))
+    assert any((tmp_path / "checkpoints").iterdir()) and not (tmp_path / "summary.json").exists()
 
 
 @pytest.mark.parametrize("signum,after_s", [(signal.SIGINT, 1.0), (signal.SIGTERM, 9.0)])
@@ -181,24 +190,30 @@ def test_damaged_data_files_are_one_line(tmp_path, data_dir):
     proc = subprocess.run(command(*FAST, f"data.dir={copy}", f"hydra.run.dir={tmp_path / 'run'}"),
                           capture_output=True, text=True, timeout=300)
     one_line(proc, 3, "the input pipeline failed reading from")
+    # Metadata of another version: DataMissing, which the command line ends with exit 2 (data.dir=/proc below).
     info = next((copy / "synthetic_images").rglob("dataset_info.json"))
     info.write_text(info.read_text().replace('"version": "1.0.0"', '"version": "9.9.9"'))
-    proc = subprocess.run(command(*FAST, f"data.dir={copy}", f"hydra.run.dir={tmp_path / 'run2'}"),
-                          capture_output=True, text=True, timeout=300)
-    one_line(proc, 2, "synthetic_images")
+    with pytest.raises(sources.DataMissing, match=rf"^synthetic_images in {re.escape(str(copy))} cannot be read "):
+        sources.load("synthetic_images", "train", copy)
 
 
 @pytest.mark.parametrize("args,code,starts", [
     (["hydra.run.dir=/proc/run"], 2, "hydra.run.dir=/proc/run cannot be used (nothing can be made in /proc"),
     ([f"hydra.run.dir=/tmp/{'x' * 300}"], 2, "hydra.run.dir=/tmp/xxx"),
     (["data.dir=/proc"], 2, "synthetic_images is not prepared in /proc, which cannot be written"),
-    (["workload=fashion_mnist", "workload.shuffle_buffer=10000000"], 2,
-     "workload.shuffle_buffer=10000000 would hold about"),
 ])
 def test_paths_and_buffers_the_run_cannot_use_are_one_line(tmp_path, args, code, starts):
     run_dir = [] if any(a.startswith("hydra.run.dir") for a in args) else [f"hydra.run.dir={tmp_path}"]
     proc = subprocess.run(command(*FAST, *args, *run_dir), capture_output=True, text=True, timeout=300)
     one_line(proc, code, starts)
+
+
+def test_a_shuffle_buffer_larger_than_the_machine_is_refused_before_it_fills(tmp_path):
+    """A ConfigError (one line and exit 2 on the command line, as test_config_errors shows), raised while the
+    stream is built, before a record is read."""
+    with pytest.raises(ConfigError, match=r"^workload.shuffle_buffer=10000000 would hold about [\d.]+ GiB \(\d+ bytes "
+                                          r"an element\) and this machine has [\d.]+ GiB available: at most \d+ here"):
+        run(compose_config(*FAST, "workload=fashion_mnist", "workload.shuffle_buffer=10000000"), tmp_path)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -211,16 +226,13 @@ def test_keys_added_with_plus_and_relative_tasks_are_refused(argv, message):
     assert check_command_line(argv).startswith(message)
 
 
-def test_a_damaged_summary_or_config_in_a_run_directory_is_one_line(tmp_path):
+def test_a_damaged_run_file_in_a_run_directory_is_one_line(tmp_path):
+    """From the command line; which run files are checked, and how, is tests/unit/test_runs.py's."""
     RunDir(tmp_path).start(compose_config(*FAST))
     (tmp_path / "summary.json").write_text("[]")
     proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)
     line = one_line(proc, 2, f"{tmp_path / 'summary.json'} is damaged")
     assert "trainer.restart=true" in line
-    os.remove(tmp_path / "summary.json")
-    (tmp_path / "config.yaml").write_text("a: [unclosed")
-    proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)
-    one_line(proc, 2, f"{tmp_path / 'config.yaml'} is damaged")
 
 
 def test_a_signal_while_the_shuffle_buffer_fills_is_one_line_at_once(tmp_path):

@@ -1,6 +1,6 @@
 """The documentation lives in the repository: no link or cited file points outside it or at nothing, every
-README command runs as written (the cheap ones) or composes and validates (the rest), and every config key is
-documented."""
+README command runs as written (make -n, the reporter) or composes and validates every job it would run (the
+training commands), and every config key is documented."""
 
 import importlib
 import re
@@ -75,26 +75,29 @@ def test_the_readme_has_the_commands_a_newcomer_needs_in_at_most_250_lines():
 
 
 @pytest.mark.parametrize("folder,words", readme_commands(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
-def test_every_readme_command_runs_as_written(folder, words, tmp_path):
+def test_every_readme_command_runs_as_written(folder, words, tmp_path, monkeypatch, capsys):
+    """make: what make would run (not the suite inside itself); the reporter: for real, on a copy of a committed
+    sweep's runs; a training command: every job composed and validated, as the command does before it runs any
+    (training is the other tests' work); the profiler: its --help."""
     cwd = ROOT / folder
-    if words[0] == "make":  # what make would run, without running the suite inside itself
+    if words[0] == "make":
         proc = subprocess.run(["make", "-n", *words[1:]], cwd=cwd, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         return
     module, args = words[2], words[3:]
-    if module == "echo_experiments.report":  # the reporter, for real, on a copy of a committed sweep's runs
+    if module == "echo_experiments.report":
         shutil.copytree(ROOT / "results" / "placements_e2_cpu" / "fashion_mnist" / "runs", tmp_path / args[0])
-        cwd = tmp_path
+        proc = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
     elif module == "echo_experiments.profile":
-        args = ["--help"]
-    elif "-m" in args:  # a sweep: every job composed and validated, as the command does before it runs any
-        assert plan(args).jobs > 0
-        return
+        assert importlib.import_module(module).main(["--help"]) == 0
+        assert capsys.readouterr().out.startswith(f"usage: python -m {module}")
     else:
-        args = [*args, "--cfg", "job"]
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+        assert module == "echo_experiments", words
+        monkeypatch.chdir(cwd)  # a user's workload module is imported from the folder the command runs in
+        monkeypatch.syspath_prepend(str(cwd))
+        assert plan(args).jobs > 0
 
 
 def _keys(schema: type, prefix: str):

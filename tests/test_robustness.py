@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, compose_config, ctrl_c_at_evaluation, metric_rows
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
 from echo_experiments.record import RunRecord
 from echo_experiments.runs import RunDir, RunDirInUse
 from echo_experiments.train import Interrupted, run
@@ -27,7 +27,7 @@ LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1
 def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(
         tmp_path, monkeypatch):
     run(compose_config(*LONG), tmp_path / "whole")
-    undo = ctrl_c_at_evaluation(monkeypatch, 5)
+    undo = signal_at_evaluation(monkeypatch, 5)
     cut = tmp_path / "cut"
     with pytest.raises(Interrupted) as stopped:
         run(compose_config(*LONG), cut)

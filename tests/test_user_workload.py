@@ -89,19 +89,24 @@ def one_error_line(proc) -> str:
     return lines[0]
 
 
-def test_errors_in_a_users_own_workload_are_one_line_naming_what_to_fix(tmp_path):
+def test_mistakes_in_a_users_config_are_found_before_any_job_runs(tmp_path, monkeypatch):
     typo = tmp_path / "typo"
     (typo / "workload").mkdir(parents=True)
     text = (EXAMPLES / "conf" / "workload" / "fashion_mlp.yaml").read_text()
     (typo / "workload" / "typo_mlp.yaml").write_text(text.replace("  options:", "  optionz:"))
-    assert one_error_line(_user_run(tmp_path / "a", f"hydra.searchpath=[file://{typo}]", "workload=typo_mlp")) \
-        .endswith("options (in workload/typo_mlp.yaml)")
-    assert "hydra.searchpath=[file://conf]" in one_error_line(_user_run(tmp_path / "b", "workload=fashion_mlp"))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.chdir(EXAMPLES)
+    assert check_command_line([f"hydra.searchpath=[file://{typo}]", "workload=typo_mlp"]).endswith(
+        "options (in workload/typo_mlp.yaml)")
+    assert "hydra.searchpath=[file://conf]" in check_command_line(["workload=fashion_mlp"])
+    assert "is its folder on PYTHONPATH" in check_command_line([SEARCH, "workload=fashion_mlp",
+                                                                "workload.task=nowhere:Thing"])
+
+
+def test_a_decode_that_breaks_the_contract_ends_the_run_with_one_line_naming_what_to_fix(tmp_path):
     dropped = one_error_line(_user_run(tmp_path / "c", SEARCH, "workload=fashion_mlp",
                                        "workload.task=broken:DropsReadIds"))
     assert dropped.startswith("error: DropsReadIds.decode must return every example with its read_id")
     undecoded = one_error_line(_user_run(tmp_path / "d", SEARCH, "workload=fashion_mlp",
                                          "workload.task=broken:Undecoded"))
     assert undecoded.startswith("error: Undecoded.decode hands on image as string")
-    lost = one_error_line(_user_run(tmp_path / "e", SEARCH, "workload=fashion_mlp", "workload.task=nowhere:Thing"))
-    assert "is its folder on PYTHONPATH" in lost
