@@ -59,7 +59,7 @@ CHECKS = [
           "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
 ]
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
-           "verdict", "reason", "evidence"]
+           "input_ratio_min", "input_ratio_max", "verdict", "reason", "evidence"]
 
 
 def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
@@ -74,9 +74,19 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
             rows.append({**head, "verdict": NOT_MEASURED,
                          "reason": f"no runs in results/{check.folder} ({check.planned})"})
         else:
-            rows.append({**head, **(_within if check.kind == "within" else _echoes)(trials, check)})
+            rows.append({**head, **_input_ratio(trials),
+                         **(_within if check.kind == "within" else _echoes)(trials, check)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.assign(link=[report_link(results, f) for f in table["evidence"]])
+
+
+def _input_ratio(trials: pd.DataFrame) -> dict:
+    """The regime a check ran in: R, a run's upstream seconds a batch over its seconds a step (profiled before it
+    trains), each study's median over its runs; the lowest and highest study's. The slow store is built for R
+    about 6, and R moves with the machine's step time, so a check shows the R it was measured at."""
+    ratio = trials["upstream_s_per_batch"] / trials["downstream_s_per_step"]
+    per_study = ratio.groupby(trials["study_key"]).median()
+    return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
 
 
 def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
@@ -128,12 +138,14 @@ def _echoes(trials: pd.DataFrame, check: Check) -> dict:
 
 
 def readme_table(rows: pd.DataFrame) -> str:
-    """One row per check: what it promises, the measured effect with the per-study range, the verdict, why."""
+    """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, the
+    verdict, why."""
     out = []
     for r in rows.itertuples():
         measured = "-" if pd.isna(r.effect) else (
             f"{r.effect:.2f} ({r.range_min:.2f}-{r.range_max:.2f})" + (f" of {r.reference}" if r.reference else ""))
-        out.append({"check": f"{r.check}: {r.statement}", "measured: median (range over studies or trials)": measured,
-                    "verdict": r.verdict, "why": r.reason,
-                    "evidence": r.link})
+        ratio = "-" if pd.isna(r.input_ratio_min) else f"{r.input_ratio_min:.1f}-{r.input_ratio_max:.1f}"
+        out.append({"check": f"{r.check}: {r.statement}", "R (per study)": ratio,
+                    "measured: median (range over studies or trials)": measured,
+                    "verdict": r.verdict, "why": r.reason, "evidence": r.link})
     return table(pd.DataFrame(out), {})
