@@ -147,13 +147,13 @@ def _show_progress() -> None:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    _show_progress()
     if any(o.startswith(("echo.factor=", "echo=", "echo.placement=")) for o in args.overrides):
         fail("echo.factor, echo.placement and echo= are set by compare (the baseline, --factor, the autopilot): "
              "leave them out")
     error = check_command_line(args.overrides)
     if error:
         fail(error)
+    _show_progress()
     cfg = next(iter(compose_all(args.overrides, multirun=False)))
     given = [name for name in ("out", "factor") if getattr(args, name) is not None]
     args.out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")

@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import FAST
 
 
@@ -55,10 +57,12 @@ def test_a_signal_during_compare_is_one_line_that_says_how_to_go_on(tmp_path):
     assert len(errors) == 1 and re.fullmatch(expected, errors[0]), err[-3000:]
 
 
-def test_compare_refuses_to_be_told_the_echo_factor_as_an_override():
-    proc = subprocess.run([sys.executable, "-m", "echo_experiments.compare", *FAST, "echo.factor=2"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+def test_compare_refuses_to_be_told_the_echo_factor_as_an_override(capsys):
+    from echo_experiments.compare import main
+
+    with pytest.raises(SystemExit) as refused:
+        main([*FAST, "echo.factor=2"])
+    assert refused.value.code == 2 and capsys.readouterr().err.strip().splitlines() == [
         "error: echo.factor, echo.placement and echo= are set by compare (the baseline, --factor, the autopilot): "
         "leave them out"]
 

@@ -18,8 +18,9 @@ import tensorflow as tf
 
 from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments import optim
+from echo_experiments import optim, parallel
 from echo_experiments.data import stream
+from echo_experiments.schema import ConfigError
 from echo_experiments.specs import PipelineSpec, RunSpec
 from echo_experiments.sweep import check_command_line
 from echo_experiments.train import TrainState, make_train_step, run
@@ -197,11 +198,15 @@ def test_bad_scale_configs_give_one_line(argv, message):
     assert check_command_line(argv) == message
 
 
-def test_a_batch_that_does_not_split_over_the_devices_is_refused(tmp_path):
-    proc = cli(tmp_path, "workload.batch_size=63", devices=2)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: workload.batch_size=63 is not allowed: a multiple of the 2 devices it is "
-                                   "split over (or trainer.data_parallel=false)")
+def test_a_batch_that_does_not_split_over_the_devices_is_refused(monkeypatch):
+    """Two devices as JAX would list them with --xla_force_host_platform_device_count=2 (the test above runs so)."""
+    two = jax.devices() * 2
+    monkeypatch.setattr(parallel.jax, "devices", lambda: two)
+    spec = RunSpec.from_config(compose_config(*FAST, "workload.batch_size=63")).parallel
+    with pytest.raises(ConfigError) as refused:
+        parallel.setup(spec, 63)
+    assert str(refused.value) == ("workload.batch_size=63 is not allowed: a multiple of the 2 devices it is split over "
+                                  "(or trainer.data_parallel=false)")
 
 
 @pytest.mark.slow  # about 28 s (a worker killed, then the timeout): test_damage ends a dispatcher without workers
