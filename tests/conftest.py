@@ -6,6 +6,11 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# The signal tests stop runs with SIGINT and SIGHUP, and a run keeps a signal its parent ignores ignored (as nohup
+# and a shell's background jobs ask): the suite undoes that for its own processes and the ones they start, so it
+# tests the same thing from a terminal, in the background or under nohup.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 import echo_experiments.workloads.registry  # noqa: E402,F401  (stores the schemas in Hydra's ConfigStore)
 from hydra import compose, initialize_config_module  # noqa: E402
