@@ -81,11 +81,10 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
 
 
 def _input_ratio(trials: pd.DataFrame) -> dict:
-    """The regime a check ran in: R, a run's upstream seconds a batch over its seconds a step (profiled before it
-    trains), each study's median over its runs; the lowest and highest study's. The slow store is built for R
-    about 6, and R moves with the machine's step time, so a check shows the R it was measured at."""
-    ratio = trials["upstream_s_per_batch"] / trials["downstream_s_per_step"]
-    per_study = ratio.groupby(trials["study_key"]).median()
+    """The regime a check ran in: R (tables.input_ratios), each study's median over its runs; the lowest and
+    highest study's. The slow store is built for R about 6, and R moves with the machine's step time, so a check
+    shows the R it was measured at."""
+    per_study = tables.input_ratios(trials).groupby(trials["study_key"]).median()
     return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
 
 

@@ -218,13 +218,18 @@ def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.Data
     return bests
 
 
+def input_ratios(trials: pd.DataFrame) -> pd.Series:
+    """Each run's R: upstream seconds per batch / downstream seconds per step, as the run profiled them before it
+    trained (NaN where it did not)."""
+    return trials["upstream_s_per_batch"].astype(float) / trials["downstream_s_per_step"].astype(float)
+
+
 def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:
-    """R = upstream seconds per batch / downstream seconds per step, the median over the baseline's runs."""
+    """R, the median over the baseline's runs."""
     if "upstream_s_per_batch" not in trials or "downstream_s_per_step" not in trials:
         return {}
     t = trials[(trials["echo_factor"] == 1)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
-    r = t["upstream_s_per_batch"].astype(float) / t["downstream_s_per_step"].astype(float)
-    return {k: float(v) for k, v in r.groupby([t["workload"], t["batch_size"]]).median().items()}
+    return {k: float(v) for k, v in input_ratios(t).groupby([t["workload"], t["batch_size"]]).median().items()}
 
 
 def _metric_score(trials: pd.DataFrame) -> pd.Series:
