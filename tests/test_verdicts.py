@@ -109,6 +109,16 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     assert again["verdict"] == "not met" and again["effect"] > 1.1
 
 
+def test_the_autopilot_is_held_against_no_echoing_too_when_that_was_fastest(tmp_path):
+    # Study 0 of A1's committed sweep, whose fastest condition was the baseline (298 s against e = 2's 328 s).
+    folder = "autopilot_cpu/fashion_mnist"
+    for run in (ROOT / "results" / folder / "runs").glob("*tuning.study=0,*"):
+        shutil.copytree(run, tmp_path / "results" / folder / "runs" / run.name)
+    row = autopilot_checks.measure(tmp_path / "results", autopilot_checks.CHECKS[:1]).iloc[0]
+    assert row["reference"] == "baseline" and row["n_studies"] == 1
+    assert round(row["effect"], 3) == 1.189 and row["verdict"] == "inconclusive"  # 1 study of 3: not yet a result
+
+
 def test_an_interactions_study_best_ratio_is_its_four_conditions_per_study(tmp_path):
     """C5's batch 128/16 row: per study, (echoed 128 / baseline 128) / (echoed 16 / baseline 16) of the study-best
     trials, re-derived here from the committed trials.csv, not one side's ratio alone."""

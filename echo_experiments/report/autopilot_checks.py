@@ -29,7 +29,9 @@ from echo_experiments.report.markdown import report_link, table
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching_auto", 8.0, label="auto")  # the preset's cap, echo.max_factor
-STATIC = [Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0)]
+# Every fixed factor of the sweeps, e = 1 (no echoing) among them: the autopilot is checked against whichever
+# was fastest, not against echoing alone.
+STATIC = [BASELINE, *(Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0))]
 BEGIN, END = "<!-- autopilot:begin (made by make figures from results/autopilot.csv) -->", "<!-- autopilot:end -->"
 
 
@@ -46,9 +48,10 @@ class Check:
 
 
 CHECKS = [
-    Check("A1", "on the slow store (R about 6), at most 1.1x the seconds of the best fixed factor",
+    Check("A1", "on the slow store (R about 6), at most 1.1x the seconds of the best fixed factor (e = 1 among "
+          "them)",
           "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs one at a time, about 6.5 h"),
-    Check("A2", "under drift, faster than every fixed factor", "autopilot_cpu_drift/fashion_mnist", "within", 1.0,
+    Check("A2", "under drift, faster than every fixed factor (e = 1 among them)", "autopilot_cpu_drift/fashion_mnist", "within", 1.0,
           "60 runs one at a time, about 6.5 h"),
     Check("A3", "where the input is not the bottleneck, it echoes almost nothing (below 1.1 per fresh example)",
           "autopilot_cpu_local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
