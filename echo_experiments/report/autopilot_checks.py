@@ -51,8 +51,8 @@ CHECKS = [
     Check("A1", "on the slow store (R about 6), at most 1.1x the seconds of the best fixed factor (e = 1 among "
           "them)",
           "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs one at a time, about 6.5 h"),
-    Check("A2", "under drift, faster than every fixed factor (e = 1 among them)", "autopilot_cpu_drift/fashion_mnist", "within", 1.0,
-          "60 runs one at a time, about 6.5 h"),
+    Check("A2", "under drift, faster than every fixed factor (e = 1 among them)",
+          "autopilot_cpu_drift/fashion_mnist", "within", 1.0, "60 runs one at a time, about 6.5 h"),
     Check("A3", "where the input is not the bottleneck, it echoes almost nothing (below 1.1 per fresh example)",
           "autopilot_cpu_local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
     # Identical training timed minutes apart on this machine took 0.93-1.13 of the baseline's seconds
