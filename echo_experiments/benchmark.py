@@ -27,7 +27,7 @@ import pandas as pd
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from echo_experiments import machine, optim
+from echo_experiments import machine, optim, parallel
 from echo_experiments.data.placement import NO_ECHO, EchoSpec, Placement
 from echo_experiments.cli import fail, one_line_on_signal
 from echo_experiments.compose import compose_all
@@ -37,7 +37,7 @@ from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.runs import RunDir
-from echo_experiments.train import DTYPES, fit, initial_state, make_train_step, use_compilation_cache
+from echo_experiments.train import DTYPES, fit, initial_state, make_train_step
 from echo_experiments.specs import PipelineSpec, RunSpec
 from echo_experiments.sweep import check_command_line
 from echo_experiments.tuning import run_config
@@ -200,7 +200,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if error:
         fail(error)
     cfg = run_config(next(iter(compose_all(args.overrides, multirun=False))))
-    use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    parallel.use_compilation_cache(cfg.trainer.compilation_cache_dir)
     with one_line_on_signal(lambda: "nothing is written before every measurement is done: run it again"):
         workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
         echo = echo_table(cfg, workload, args.repeats, args.batches)

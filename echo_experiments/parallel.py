@@ -8,6 +8,8 @@ the fresh-example counts are summed across processes.
 """
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
 import jax
 import numpy as np
@@ -84,3 +86,12 @@ def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
                           f"a multiple of the {len(devices)} devices it is split over (or trainer.data_parallel=false)")
     mesh = jax.make_mesh((len(devices),), ("data",), axis_types=(jax.sharding.AxisType.Auto,), devices=devices)
     return Parallel(mesh, Host(jax.process_index(), jax.process_count()))
+
+
+def use_compilation_cache(directory: Optional[str]) -> None:
+    """JAX's persistent compilation cache in ``directory`` (None: off), for every program: on a CPU even the
+    small ones take a second to compile, and a sweep's trials and a test session compile the same ones."""
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)

@@ -30,7 +30,7 @@ from echo_experiments import decisions, machine, optim, parallel, timing, tuning
 from echo_experiments.checkpoints import Checkpoints, exist as checkpoints_exist
 from echo_experiments.clocks import Clocks, ClockState
 from echo_experiments.schema import ConfigError
-from echo_experiments.data import stream
+from echo_experiments.data import closing, stream
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
@@ -59,7 +59,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
     """
     cfg = tuning.run_config(cfg)
     spec = RunSpec.from_config(cfg)
-    use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    parallel.use_compilation_cache(cfg.trainer.compilation_cache_dir)
     mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
     run_dir = RunDir(out_dir).hold() if mesh.writes_run_dir else RunDir(out_dir)
     try:
@@ -96,6 +96,7 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
             if writer:
                 run_dir.write_summary(record)
                 trainer.close_events(record)
+            trainer.close_input()
     except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
         raise
     except Exception as e:
@@ -132,15 +133,6 @@ def _failed(head: dict[str, Any], error: Exception) -> RunRecord:
     return RunRecord(**head, status="failed", steps=0, fresh_examples=0, wall_time_s=0.0,
                      fresh_examples_to_target=None, steps_to_target=None, seconds_to_target=None,
                      error=f"{type(error).__name__}: {error}")
-
-
-def use_compilation_cache(directory: Optional[str]) -> None:
-    """JAX's persistent compilation cache in ``directory`` (None: off), for every program: on a CPU even the
-    small ones take a second to compile, and a sweep's trials and a test session compile the same ones."""
-    if directory:
-        jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
 @dataclass
@@ -359,6 +351,11 @@ class Trainer:
         loop.next_eval = (count // cadence + 1) * cadence
         self.stops.after_evaluation(Evaluation(step, count, examples_trained, clocks.to_target(elapsed_s), train_loss,
                                                metrics), outcome)
+
+    def close_input(self) -> None:
+        """Hand the input iterator to a thread that closes it (data/closing.py says why): the run is over."""
+        holder, self.iterator, self.inputs = [self.iterator], None, None
+        closing.close_later(holder, str(self.run_dir.path))
 
     def close_events(self, record: RunRecord) -> None:
         """The run's outcome into its event files (the HParams dashboard's metrics), then close them."""

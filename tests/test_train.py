@@ -4,11 +4,14 @@ import json
 import math
 import subprocess
 import sys
+import threading
+import weakref
 
 import pytest
 import yaml
 
 from conftest import FAST, compose_config
+from echo_experiments.data import closing
 from echo_experiments.runs import RunDir
 from echo_experiments.specs import ScheduleSpec
 from echo_experiments.train import run
@@ -101,6 +104,23 @@ def test_the_same_seed_gives_the_same_run(tmp_path):
     _, c = train(tmp_path / "c", *args, "seed=1")
     assert strip(a) == strip(b) and len(a) >= 2
     assert strip(a) != strip(c)
+
+
+@pytest.mark.parametrize("saves", [[], ["trainer.checkpoint_every_steps=20"]])
+def test_a_finished_run_closes_its_input_pipeline_beside_the_caller(tmp_path, monkeypatch, saves):
+    """The iterator's destructor (which can wait a minute on tf.data's autotuning thread) runs on the closing
+    thread, after the summary is written, even when a checkpointer cached the iterator (data/closing.py)."""
+    closed_on, hand_off = [], closing.close_later
+
+    def watched(holder, what):
+        weakref.finalize(holder[0], lambda: closed_on.append(threading.current_thread().name))
+        assert (tmp_path / "summary.json").exists()
+        return hand_off(holder, what)
+
+    monkeypatch.setattr(closing, "close_later", watched)
+    train(tmp_path, "trainer.max_steps=40", *saves)
+    assert closing.wait_closed(timeout_s=60)
+    assert closed_on == ["close_input"]
 
 
 def test_command_line_run_on_real_data_writes_the_run_directory(tmp_path):
