@@ -31,9 +31,7 @@ _closing: list[threading.Thread] = []
 def close_later(holder: list[Any], what: str) -> threading.Thread:
     """Drop the iterator in ``holder`` (a one-element list, emptied here, so that the caller keeps no reference to
     it) on a thread of its own. ``what`` names the run for the log line of a slow close."""
-    iterator = holder.pop()
-    thread = threading.Thread(target=_drop, args=([iterator], what), name="close_input", daemon=True)
-    del iterator
+    thread = threading.Thread(target=_drop, args=([holder.pop()], what), name="close_input", daemon=True)
     _closing[:] = [*pending(), thread]
     thread.start()
     return thread
