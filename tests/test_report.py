@@ -102,7 +102,7 @@ def test_speedups_table(report):
     t = table(report, "speedups.csv")
     assert list(t.columns) == ["n_studies", "n_studies_reached", "n_studies_timed", "n_runs_shared",
                                "n_runs_unmeasured", "median_seconds", "min_seconds", "max_seconds", "speedup",
-                               "speedup_min", "speedup_max", "R", "ideal_speedup", "efficiency"]
+                               "speedup_min", "speedup_max", "pace", "R", "ideal_speedup", "efficiency"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the seconds of the best trial by fresh examples: study 0 -> b0b's 12 s (b0a was faster, 10 s,
     # but needed more fresh examples), study 1 -> 8 s.
@@ -146,11 +146,12 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     # The baseline's one trial, tuned beside another job (faster in this made-up case, its R off), then timed
     # again alone, as python -m echo_experiments.retime does: the same trial, counted once.
     make_run(tmp_path / "runs", "base", fresh=900, seconds=30.0, steps=9, other_cores=1.1,
-             upstream_s_per_batch=0.9, downstream_s_per_step=0.1)
-    make_run(tmp_path / "runs", "timed/base", fresh=900, seconds=40.0, steps=9, other_cores=0.02, **timing)
+             upstream_s_per_batch=0.9, downstream_s_per_step=0.1, wall_time_s=27.0)
+    make_run(tmp_path / "runs", "timed/base", fresh=900, seconds=40.0, steps=9, other_cores=0.02, **timing,
+             wall_time_s=36.0)
     for study, seconds in enumerate((10.0, 16.0, 20.0)):
         make_run(tmp_path / "runs", f"e5_{study}", placement="before_augmentation", factor=5.0, study=study,
-                 fresh=400, seconds=seconds, steps=20, other_cores=0.0, **timing)
+                 fresh=400, seconds=seconds, steps=20, other_cores=0.0, **timing, wall_time_s=2 * seconds)
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     t = table(tmp_path / "out", "speedups.csv")
     base = t.loc[("w", "none", 1.0, 64, 0)]
@@ -161,6 +162,9 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     assert e5[["n_studies", "n_runs_shared", "speedup", "speedup_min", "speedup_max", "ideal_speedup"]].tolist() \
         == [3, 0, pytest.approx(4.0), pytest.approx(4.0), pytest.approx(4.0), pytest.approx(5.0)]
     assert e5["efficiency"] == pytest.approx(0.8)
+    # Seconds per fresh example: e=5's runs 0.05, 0.08 and 0.1 (median 0.08) over the baseline's run alone (0.04;
+    # the shared run's 0.03 is no timing).
+    assert (base["pace"], e5["pace"]) == (pytest.approx(1.0), pytest.approx(2.0))
     assert table(tmp_path / "out", "fresh_examples_to_target.csv").loc[("w", "none", 1.0, 64, 0), "n_trials"] == 1
     text = (tmp_path / "out" / "report.md").read_text()
     assert "Runs that shared the machine (1)" in text and "| base | 1.1 |" in text

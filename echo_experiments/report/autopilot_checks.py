@@ -10,6 +10,10 @@ measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No 
 - ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
   below ``limit``.
 
+Beside every check, a diagnostic that decides nothing: the candidate's seconds of training per fresh example over
+no echoing's in the same folder. An echoed step is free only where it runs beside the input; on a CPU-only host it
+shares the cores with the input pipeline, and this ratio shows what the copies cost the input there.
+
 A check decides nothing (inconclusive) while a condition is not yet a result, when a study's runs come from
 several CPU models, or when a study's best trial has no timing; it is "not measured" while its folder has no runs.
 """
@@ -62,7 +66,7 @@ CHECKS = [
           "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
 ]
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
-           "input_ratio_min", "input_ratio_max", "verdict", "reason", "evidence"]
+           "input_ratio_min", "input_ratio_max", "time_per_fresh", "verdict", "reason", "evidence"]
 
 
 def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
@@ -77,7 +81,7 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
             rows.append({**head, "verdict": NOT_MEASURED,
                          "reason": f"no runs in results/{check.folder} ({check.planned})"})
         else:
-            rows.append({**head, **_input_ratio(trials),
+            rows.append({**head, **_input_ratio(trials), "time_per_fresh": _time_per_fresh(trials, check.candidate),
                          **(_within if check.kind == "within" else _echoes)(trials, check)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.assign(link=[report_link(results, f) for f in table["evidence"]])
@@ -89,6 +93,14 @@ def _input_ratio(trials: pd.DataFrame) -> dict:
     shows the R it was measured at."""
     per_study = tables.input_ratios(trials).groupby(trials["study_key"]).median()
     return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
+
+
+def _time_per_fresh(trials: pd.DataFrame, candidate: Condition) -> float:
+    """The candidate's seconds per fresh example over the baseline's (tables.seconds_per_fresh), each over its runs
+    that had the machine to itself."""
+    paces = [tables.seconds_per_fresh(rows[tables.alone(rows)])
+             for rows in (evidence.select(trials, c) for c in (candidate, BASELINE))]
+    return paces[0] / paces[1]
 
 
 def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
@@ -140,14 +152,16 @@ def _echoes(trials: pd.DataFrame, check: Check) -> dict:
 
 
 def readme_table(rows: pd.DataFrame) -> str:
-    """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, the
-    verdict, why."""
+    """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, what an
+    echoed step cost the input (time_per_fresh), the verdict, why."""
     out = []
     for r in rows.itertuples():
         measured = "-" if pd.isna(r.effect) else (
             f"{r.effect:.2f} ({r.range_min:.2f}-{r.range_max:.2f})" + (f" of {r.reference}" if r.reference else ""))
         ratio = "-" if pd.isna(r.input_ratio_min) else f"{r.input_ratio_min:.1f}-{r.input_ratio_max:.1f}"
+        pace = "-" if pd.isna(r.time_per_fresh) else f"{r.time_per_fresh:.2f}"
         out.append({"check": f"{r.check}: {r.statement}", "R (per study)": ratio,
                     "measured: median (range over studies or trials)": measured,
+                    "seconds per fresh example, over no echoing's": pace,
                     "verdict": r.verdict, "why": r.reason, "evidence": r.link})
     return table(pd.DataFrame(out), {})

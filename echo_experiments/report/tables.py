@@ -139,7 +139,8 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
     (each study's baseline seconds over the same study's seconds of this condition: median, min and max over
     the studies timed in both); beside it the ideal where R is known: time per fresh
     batch is max(upstream, e x downstream), so echoing can save at most min(e, R), and nothing when R < 1;
-    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65).
+    efficiency = speedup / ideal (the paper: 3.25 of 5 at e=5, 0.65). pace: seconds per fresh example over the
+    baseline's (seconds_per_fresh), over every run that had the machine to itself.
 
     A study whose best trial never reached the target counts as not reached (inf), timed or not. A study whose
     best trial reached it but has no run alone is untimed: left out of the median and counted as
@@ -163,11 +164,28 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
     for column, summary in (("speedup", np.median), ("speedup_min", np.min), ("speedup_max", np.max)):
         table[column] = [float(summary(pairs[key])) if pairs.get(key) else math.nan
                          for key in table[CONDITION].itertuples(index=False, name=None)]
-    ratio = _upstream_ratio(t[alone(t)])
+    timed = t[alone(t)]
+    pace = {key: seconds_per_fresh(g) for key, g in timed.groupby(CONDITION)}
+    baseline = timed[timed["echo_factor"] == 1]
+    base = {key: seconds_per_fresh(g) for key, g in baseline.groupby(["workload", "batch_size"])}
+    table["pace"] = [pace.get(tuple(getattr(r, c) for c in CONDITION), math.nan)
+                     / base.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
+    ratio = _upstream_ratio(timed)
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
+
+
+def seconds_per_fresh(runs: pd.DataFrame) -> float:
+    """Seconds of training per fresh example, the median over these runs (reached or not: every run reads its
+    fresh examples at the pace of the input and of its own steps, and evaluates at the same fresh counts); NaN
+    where there are none. Over the baseline's it is what echoing cost per fresh example (``pace``): about 1 while
+    the input bounds the run and a copy's step runs beside it, above 1 where the steps slow the input or bound
+    the run. Seconds to target are about fresh examples to target times this pace, so a speedup below its ideal
+    comes from the one or the other."""
+    per_fresh = runs["wall_time_s"].astype(float) / runs["fresh_examples"].astype(float)
+    return float(per_fresh.median()) if len(per_fresh) else math.nan
 
 
 def _study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:

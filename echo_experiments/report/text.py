@@ -74,7 +74,10 @@ def _paired_text() -> str:
 def _seconds_text(trials: pd.DataFrame) -> str:
     return ("Seconds to target count everything from the first batch to the evaluation that met the target (earlier "
             "evaluations included, checkpoints not). The ideal speedup is max(1, min(e, R)), R = upstream / "
-            "downstream time per step, where the runs measured it; efficiency = speedup / ideal. speedup, "
+            "downstream time per step, where the runs measured it; efficiency = speedup / ideal. pace: seconds of "
+            "training per fresh example over the baseline's, medians over every run that had the machine to itself "
+            "(reached or not); about 1 where the input bounded the run and the copies cost it nothing, so a speedup below its ideal comes "
+            "from fresh examples to target or from the pace. speedup, "
             "speedup_min and speedup_max: the median, min and max over studies of per-study pairs, each study's "
             "baseline seconds over the same study's seconds of this condition. A study's seconds are those of its "
             "best trial (the one counted above), from a run of it that had the machine to itself: other processes "
