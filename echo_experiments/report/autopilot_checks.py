@@ -66,7 +66,7 @@ CHECKS = [
           "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
 ]
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
-           "input_ratio_min", "input_ratio_max", "time_per_fresh", "verdict", "reason", "evidence"]
+           "input_ratio_min", "input_ratio_max", "pace", "verdict", "reason", "evidence"]
 
 
 def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame
             rows.append({**head, "verdict": NOT_MEASURED,
                          "reason": f"no runs in results/{check.folder} ({check.planned})"})
         else:
-            rows.append({**head, **_input_ratio(trials), "time_per_fresh": _time_per_fresh(trials, check.candidate),
+            rows.append({**head, **_input_ratio(trials), "pace": _pace(trials, check.candidate),
                          **(_within if check.kind == "within" else _echoes)(trials, check)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.assign(link=[report_link(results, f) for f in table["evidence"]])
@@ -95,9 +95,9 @@ def _input_ratio(trials: pd.DataFrame) -> dict:
     return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
 
 
-def _time_per_fresh(trials: pd.DataFrame, candidate: Condition) -> float:
+def _pace(trials: pd.DataFrame, candidate: Condition) -> float:
     """The candidate's seconds per fresh example over the baseline's (tables.seconds_per_fresh), each over its runs
-    that had the machine to itself."""
+    that had the machine to itself: the speedups tables' ``pace``."""
     paces = [tables.seconds_per_fresh(rows[tables.alone(rows)])
              for rows in (evidence.select(trials, c) for c in (candidate, BASELINE))]
     return paces[0] / paces[1]
@@ -153,13 +153,13 @@ def _echoes(trials: pd.DataFrame, check: Check) -> dict:
 
 def readme_table(rows: pd.DataFrame) -> str:
     """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, what an
-    echoed step cost the input (time_per_fresh), the verdict, why."""
+    echoed step cost the input (pace), the verdict, why."""
     out = []
     for r in rows.itertuples():
         measured = "-" if pd.isna(r.effect) else (
             f"{r.effect:.2f} ({r.range_min:.2f}-{r.range_max:.2f})" + (f" of {r.reference}" if r.reference else ""))
         ratio = "-" if pd.isna(r.input_ratio_min) else f"{r.input_ratio_min:.1f}-{r.input_ratio_max:.1f}"
-        pace = "-" if pd.isna(r.time_per_fresh) else f"{r.time_per_fresh:.2f}"
+        pace = "-" if pd.isna(r.pace) else f"{r.pace:.2f}"
         out.append({"check": f"{r.check}: {r.statement}", "R (per study)": ratio,
                     "measured: median (range over studies or trials)": measured,
                     "seconds per fresh example, over no echoing's": pace,
