@@ -361,3 +361,17 @@ def test_a_default_echo_shuffle_that_grows_with_e_and_the_batch_does_not_break_a
     low, high = ax.get_xlim()
     assert low < 0 and high > 2560
     assert "baseline min-max" in [p.get_label() for p in ax.patches]
+
+
+def test_a_placement_whose_median_study_did_not_reach_the_target_is_still_drawn():
+    from echo_experiments.report import figures
+
+    inf = float("inf")
+    # The baseline reached in one study of two (median not reached); e=2 reached in both.
+    table = pd.DataFrame([dict(workload="w", placement="none", echo_factor=1.0, batch_size=128, shuffle_buffer=0,
+                               median=inf, min=204800.0, max=inf),
+                          dict(workload="w", placement="after_batching", echo_factor=2.0, batch_size=128,
+                               shuffle_buffer=0, median=217600.0, min=217600.0, max=230400.0)])
+    ax = figures.placement_bars(table).axes[0]
+    assert [bar.get_height() for bar in ax.patches] == [0, 217600.0]
+    assert [t.get_text() for t in ax.texts] == ["not reached"]

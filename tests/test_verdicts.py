@@ -2,6 +2,7 @@
 the README's claim table is the one claims.csv makes."""
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -126,6 +127,13 @@ def test_the_autopilot_is_held_against_no_echoing_too_when_that_was_fastest(tmp_
         pace.setdefault(run.name.split(",")[0], []).append(record["wall_time_s"] / record["fresh_examples"])
     expected = np.median(pace["echo.factor=auto"]) / np.median(pace["echo.factor=1"])
     assert row["pace"] == pytest.approx(expected) and row["pace"] > 1.05
+
+
+def test_a_study_where_the_autopilot_did_not_reach_the_target_reads_as_infinite_in_the_readme():
+    row = {"check": "A2", "statement": "under drift", "reference": "baseline", "effect": math.inf,
+           "range_min": 1.1, "range_max": math.inf, "input_ratio_min": 10.3, "input_ratio_max": 10.3,
+           "pace": 1.03, "verdict": "inconclusive", "reason": "", "link": ""}
+    assert "| ∞ (1.10-∞) of baseline | 1.03 |" in autopilot_checks.readme_table(pd.DataFrame([row]))
 
 
 def test_an_interactions_study_best_ratio_is_its_four_conditions_per_study(tmp_path):
