@@ -81,7 +81,8 @@ def placement_bars(table: pd.DataFrame, factor: float = 2.0) -> Optional[Figure]
         med = rows["median"].to_numpy(dtype=float)
         shown = np.where(np.isfinite(med), med, 0)
         # An unreached median is a bar of 0 marked "not reached": no bar below it, even where a study reached.
-        lo = np.where(np.isfinite(med) & np.isfinite(rows["min"]), shown - rows["min"], 0)
+        # A reached median has a reached min (min <= median), so only the median decides.
+        lo = np.where(np.isfinite(med), shown - rows["min"], 0)
         hi = np.where(np.isfinite(med) & np.isfinite(rows["max"]), rows["max"] - shown, 0)
         bars = ax.bar(range(len(rows)), shown, yerr=[lo, hi], capsize=4, color="#8fb3d9")
         for bar, value in zip(bars, med):
