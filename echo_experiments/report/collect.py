@@ -23,6 +23,9 @@ TRIAL_FIELDS = ("workload", "placement", "echo_factor", "batch_size", "shuffle_b
                 "status", "steps", "fresh_examples", "wall_time_s", "fresh_examples_to_target", "steps_to_target",
                 "seconds_to_target")
 TIMING = ("upstream_s_per_batch", "downstream_s_per_step", "accelerator_idle_fraction", "other_cores")
+# libyaml's parser where PyYAML was built with it: a report reads every run's config, and the pure-Python one
+# spends most of a report's time there.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def _config(directory: Path) -> dict[str, Any] | None:
     """The run's composed config, or None where it is missing or unreadable (what it would say is unknown,
     not guessed)."""
     try:
-        config = yaml.safe_load((directory / CONFIG).read_text())
+        config = yaml.load((directory / CONFIG).read_text(), Loader=_LOADER)
     except (OSError, yaml.YAMLError):
         return None
     return config if isinstance(config, dict) else None
