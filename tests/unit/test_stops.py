@@ -105,3 +105,65 @@ def test_a_signal_the_parent_ignores_stays_ignored(handlers):
     assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
     with Signals():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+
+def _as_hydra_runs(job):
+    """What Hydra does with an exception of composing or of the job: prints it (no traceback) and exits 1."""
+    def run_job():
+        try:
+            job()
+        except Exception as e:  # noqa: BLE001 - as Hydra's run_and_report
+            print(e, file=sys.stderr)
+            sys.exit(1)
+    return run_job
+
+
+def _interrupted(error: Exception):
+    """A step that a SIGINT interrupts and that turns the start-up handler's exception into ``error``."""
+    from echo_experiments.stops import StartupInterrupted
+
+    def step(*args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # the start-up handler raises here
+        except StartupInterrupted:
+            raise error from None
+    return step
+
+
+@pytest.mark.parametrize("where", ["composing", "planning"])
+def test_a_start_up_signal_a_library_turned_into_its_own_error_ends_as_the_stop(handlers, monkeypatch, capsys, where):
+    """Interrupted while Hydra composes, OmegaConf raises an AttributeError of its own, which Hydra prints and
+    exits 1 on (seen with a SIGINT one second after the start); interrupted while the command is planned, the
+    error can be a ConfigError. The signal is what ended the command: __main__ prints the start-up line and
+    exits 128 + its number."""
+    from echo_experiments import cli
+    from echo_experiments.schema import ConfigError
+    from echo_experiments.stops import StartupInterrupted, _at_startup
+
+    if where == "composing":
+        monkeypatch.setattr(cli, "plan", lambda argv: None)
+        monkeypatch.setattr(cli, "run_job", _as_hydra_runs(_interrupted(AttributeError("'NoneType' object has no "
+                                                                                       "attribute"))))
+    else:
+        monkeypatch.setattr(cli, "plan", _interrupted(ConfigError("workload", None, "", "cannot be composed")))
+    stop_at_startup()
+    try:
+        with pytest.raises(StartupInterrupted) as stopped:
+            cli.main([])
+    finally:
+        _at_startup.clear()
+    assert stopped.value.signum == signal.SIGINT
+    assert "error: " not in capsys.readouterr().err  # no second line: the one line is the start-up one
+
+
+def test_without_a_start_up_signal_an_error_stays_itself(monkeypatch):
+    from echo_experiments import cli
+
+    def bug():
+        raise AttributeError("a real bug")
+    monkeypatch.setattr(cli, "plan", lambda argv: None)
+    monkeypatch.setattr(cli, "run_job", _as_hydra_runs(bug))
+    with pytest.raises(SystemExit) as ended:
+        cli.main([])
+    assert ended.value.code == 1
