@@ -160,6 +160,19 @@ def signal_at_startup() -> Optional[int]:
     return _at_startup.get("signum")
 
 
+def _caused_by_start_up_stop(error: Optional[BaseException]) -> bool:
+    """Whether ``error`` is the start-up handler's exception or one it caused: raised where C code called back
+    into Python (TensorFlow's nest, flattening in an iterator's __del__), it comes back as a SystemError whose
+    cause is the StartupInterrupted."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, StartupInterrupted):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def stop_at_startup() -> None:
     """From here until the training loop takes them over, a stop signal ends the process at once with one
     line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM, SIGHUP)."""
@@ -176,7 +189,7 @@ def stop_at_startup() -> None:
     shown = sys.unraisablehook
 
     def quiet(unraisable: Any) -> None:  # a dropped StartupInterrupted is kept, not an error to print
-        if not isinstance(unraisable.exc_value, StartupInterrupted):
+        if not _caused_by_start_up_stop(unraisable.exc_value):
             shown(unraisable)
 
     sys.unraisablehook = quiet

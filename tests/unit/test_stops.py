@@ -97,6 +97,41 @@ def test_a_start_up_signal_whose_exception_python_drops_still_reaches_the_loop(h
         assert signals.received is None
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # no traceback shown for it
+def test_an_error_the_start_up_stop_caused_where_python_drops_it_is_not_shown(handlers):
+    """Raised where C code called back into Python (TensorFlow's nest, flattening in an iterator's __del__), the
+    start-up handler's exception comes back as a SystemError caused by it, which Python drops: not shown (seen
+    once as a traceback above the stop's one line), and the signal still reaches the loop."""
+    from echo_experiments.stops import StartupInterrupted
+
+    class Iterator:
+        def __del__(self):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except StartupInterrupted as e:
+                raise SystemError("<built-in function __import__> returned a result with an exception set") from e
+
+    stop_at_startup()
+    Iterator()  # dropped at once: its __del__'s SystemError goes to sys.unraisablehook
+    gc.collect()
+    with Signals() as signals:
+        assert signals.received == signal.SIGTERM
+
+
+def test_an_unraisable_error_the_stop_did_not_cause_is_still_shown(handlers):
+    shown = []
+    sys.unraisablehook = shown.append
+    stop_at_startup()
+
+    class Broken:
+        def __del__(self):
+            raise SystemError("a real bug")
+
+    Broken()
+    gc.collect()
+    assert [type(u.exc_value) for u in shown] == [SystemError]
+
+
 def test_a_signal_the_parent_ignores_stays_ignored(handlers):
     """``nohup`` ignores SIGHUP so that a run outlives its terminal; neither start-up nor the loop may undo that."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
