@@ -24,24 +24,16 @@ from omegaconf import DictConfig
 from echo_experiments.compose import CONFIG_MODULE
 from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
-from echo_experiments.stops import Interrupted, StartupInterrupted, signal_at_startup, stop_at_startup
+from echo_experiments.stops import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
 from echo_experiments.sweep import PLAN_VARIABLE, Plan, job_key, plan, progress
 
 log = logging.getLogger("echo_experiments")
 
 
 def fail(message: str) -> NoReturn:
-    stopped_while_starting()
+    stop_if_signalled_at_startup()  # an error a start-up signal caused is that signal
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
-
-
-def stopped_while_starting() -> None:
-    """A stop signal while starting that a library turned into an error of its own is the stop, not that error:
-    OmegaConf, interrupted while Hydra composes, raises an AttributeError that Hydra prints and exits 1 on, and
-    an interrupted compose can surface as a ConfigError."""
-    if (signum := signal_at_startup()) is not None:
-        raise StartupInterrupted(signum) from None
 
 
 def end_now(message: str, code: int) -> NoReturn:
@@ -127,8 +119,8 @@ def main(argv: list[str]) -> None:
     try:
         run_job()
     except SystemExit as e:
-        if e.code:
-            stopped_while_starting()
+        if e.code:  # Hydra's exit on an error a start-up signal may have caused
+            stop_if_signalled_at_startup()
         raise
     except OSError as e:  # Hydra makes the run's folder and writes its .hydra/ files before the job runs
         if e.filename is None or e.errno not in OUTPUT_ERRORS:

@@ -153,11 +153,14 @@ class StartupInterrupted(BaseException):
                          "the run directory keeps what it had; run the same command to go on")
 
 
-def signal_at_startup() -> Optional[int]:
-    """The stop signal received while starting, until the loop's Signals takes it over. A library that the
-    start-up handler's exception crosses may turn it into an error of its own (TensorFlow, tracing a dataset
-    function, raises a ValueError of its iterators), so the run asks this before taking an error for a failure."""
-    return _at_startup.get("signum")
+def stop_if_signalled_at_startup() -> None:
+    """Raise the start-up stop if a stop signal came while starting (until the loop's Signals takes it over). A
+    library that the start-up handler's exception crosses may turn it into an error of its own (TensorFlow,
+    tracing a dataset function, raises a ValueError of its iterators; OmegaConf, interrupted while Hydra composes,
+    an AttributeError that Hydra prints and exits 1 on), so an error is asked this before it is taken for a
+    failure: the signal is what ended the start-up."""
+    if (signum := _at_startup.get("signum")) is not None:
+        raise StartupInterrupted(signum) from None
 
 
 def _caused_by_start_up_stop(error: Optional[BaseException]) -> bool:

@@ -39,7 +39,7 @@ from echo_experiments.record import RunRecord, jsonable
 from echo_experiments.runs import DiskFull, RunDir, study_best
 from echo_experiments.specs import RunSpec
 from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted, Outcome, Pruning, Signals,
-                                    StartupInterrupted, Stops, TargetReached, signal_at_startup)
+                                    StartupInterrupted, Stops, TargetReached, stop_if_signalled_at_startup)
 from echo_experiments.autopilot import Autopilot, autopilot_state, trainer_inputs
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.train_step import TrainState, initial_state, make_train_step
@@ -100,8 +100,7 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
         raise
     except Exception as e:
-        if (signum := signal_at_startup()) is not None:  # the start-up stop, turned into another error on its way
-            raise StartupInterrupted(signum) from None
+        stop_if_signalled_at_startup()  # the start-up stop, turned into another error on its way
         if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
             raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
                            "the run keeps its last complete checkpoint; free space and run the same command to "

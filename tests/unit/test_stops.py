@@ -142,7 +142,6 @@ def test_a_signal_the_parent_ignores_stays_ignored(handlers):
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
 
 
-
 def _as_hydra_runs(job):
     """What Hydra does with an exception of composing or of the job: prints it (no traceback) and exits 1."""
     def run_job():
