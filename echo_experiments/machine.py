@@ -11,7 +11,10 @@ import importlib.metadata
 import os
 import platform
 import socket
+from pathlib import Path
 from typing import Any
+
+from echo_experiments.schema import ConfigError
 
 # The instruction-set features that change what XLA's CPU compiler emits (vector width, FMA, bf16 units).
 VECTOR_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
@@ -55,3 +58,14 @@ def describe() -> dict[str, Any]:
                      **{p: v for p in PACKAGES if (v := _version(p)) is not None}},
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
+
+
+def check_resumed_on(started_on: str, run_dir: Path) -> None:
+    """A run resumes only on the CPU model it started on (``started_on``; empty for a checkpoint saved before
+    runs recorded it): resumed on another, its curve would join two machines' float sums under one record."""
+    here = describe()["cpu"]
+    if started_on and started_on != here:
+        raise ConfigError("trainer.restart", False, "", (
+            f"{run_dir} started on {started_on}, and this machine is {here}: a run resumed on another CPU model "
+            "would mix two machines' numbers in one run; resume it on that model, or add trainer.restart=true to "
+            "start it over here"))

@@ -147,6 +147,7 @@ class LoopState:
     trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
     fresh_at_eval: int = 0
     autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
+    started_on: str = ""  # the CPU model of the run's first step (machine.py): it resumes on that model only
 
     @staticmethod
     def save(loop: "LoopState", outcome: Outcome, clocks: ClockState) -> dict[str, Any]:
@@ -232,9 +233,11 @@ class Trainer:
         """The state to start from: the newest checkpoint that can be read, else the initial one."""
         steps = self.checkpoints.steps() if self.checkpoints else []
         if not steps:
-            return state, FreshCounter(), LoopState(next_eval=self.t.eval_every_fresh_examples), Outcome(), ClockState()
+            first = LoopState(next_eval=self.t.eval_every_fresh_examples, started_on=machine.describe()["cpu"])
+            return state, FreshCounter(), first, Outcome(), ClockState()
         state, seen, saved = self._restore(steps, state, iterator)
         loop, outcome, clocks = LoopState.restore(saved)
+        machine.check_resumed_on(loop.started_on, self.run_dir.path)
         if self.mesh.writes_run_dir:
             self.run_dir.keep_metrics_until(loop.step)
         log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop.step, int(seen.sum()))

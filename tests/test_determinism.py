@@ -1,9 +1,15 @@
 """The same config on the same machine gives the same metrics, for every CPU workload (docs/protocol.md,
 "Machines": across CPU models it does not)."""
 
+import re
+import signal
+
 import pytest
 
-from conftest import compose_config, metric_rows
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from echo_experiments import machine
+from echo_experiments.schema import ConfigError
+from echo_experiments.stops import Interrupted
 from echo_experiments.train import run
 
 QUIET = ["trainer.profile_batches=0", "trainer.progress=false", "trainer.tensorboard=false",
@@ -31,3 +37,24 @@ def test_a_config_run_twice_on_one_machine_gives_identical_metrics(tmp_path, wor
     assert len(rows) >= 2 and rows == metric_rows(tmp_path / "b")
     assert (first.fresh_examples, first.steps, first.final_metrics) == (second.fresh_examples, second.steps,
                                                                         second.final_metrics)
+
+
+def test_a_run_resumes_only_on_the_cpu_model_it_started_on(tmp_path, monkeypatch):
+    """Stopped with a checkpoint, then run again on another CPU model: refused, its files kept; started over
+    there only when asked."""
+    long = [*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=10240",
+            "trainer.checkpoint_every_steps=64"]
+    undo = signal_at_evaluation(monkeypatch, 3, signal.SIGTERM)
+    with pytest.raises(Interrupted):
+        run(compose_config(*long), tmp_path)
+    undo()
+    here, rows = machine.describe(), metric_rows(tmp_path)
+    other = "Another CPU (x86_64, family/model/stepping 6/85/7; avx2)"
+    monkeypatch.setattr(machine, "describe", lambda: {**here, "cpu": other})
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))} started on {re.escape(here['cpu'])}, and "
+                                          rf"this machine is {re.escape(other)}: .* resume it on that model, or add "
+                                          r"trainer.restart=true to start it over here$"):
+        run(compose_config(*long), tmp_path)
+    assert metric_rows(tmp_path) == rows and not (tmp_path / "summary.json").exists()
+    record = run(compose_config(*long, "trainer.restart=true"), tmp_path)
+    assert record.steps == 320 and record.machine["cpu"] == other
