@@ -21,6 +21,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from echo_experiments import sweep_stops
 from echo_experiments.compose import CONFIG_MODULE
 from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
@@ -56,12 +57,22 @@ def one_line_on_signal(what_next: Callable[[], str]) -> Iterator[None]:
         end_now(f"stopped by {signal.Signals(e.signum).name}; {what_next()}", 128 + e.signum)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
-def run_job(cfg: DictConfig) -> Optional[float]:
+def _run(cfg: DictConfig, out_dir: str):
+    """One job's run; what a user can fix ends the command with one line (a stop signal is left to the caller)."""
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.runs import DiskFull, RunDirInUse
     from echo_experiments.train import InputLost, PeerLost, run
 
+    try:
+        return run(cfg, out_dir)
+    except (ConfigError, DataMissing, RunDirInUse) as e:
+        fail(str(e))
+    except (InputLost, PeerLost, DiskFull) as e:
+        end_now(str(e), 4 if isinstance(e, PeerLost) else 3)
+
+
+@hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
+def run_job(cfg: DictConfig) -> Optional[float]:
     out_dir = HydraConfig.get().runtime.output_dir
     current = Plan.of_this_job()
     if current is not None and job_key(cfg) in current.repeats:
@@ -69,17 +80,29 @@ def run_job(cfg: DictConfig) -> Optional[float]:
                  "so the placement and echo shuffle make no difference) -> %s", out_dir)
         return None
     began = time.time()
-    try:
-        record = run(cfg, out_dir)
-    except (ConfigError, DataMissing, RunDirInUse) as e:
-        fail(str(e))
-    except Interrupted as e:  # the shell's convention for a signal: 128 + its number
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(128 + e.signum)
-    except StartupInterrupted as e:
-        end_now(str(e), 128 + e.signum)
-    except (InputLost, PeerLost, DiskFull) as e:
-        end_now(str(e), 4 if isinstance(e, PeerLost) else 3)
+    if sweep_stops.in_worker():  # a job of a sweep in a worker process: a stop ends the job, not the worker
+        if (signum := sweep_stops.stopped()) is not None:
+            log.info("not started: the sweep was stopped by %s -> %s", signal.Signals(signum).name, out_dir)
+            return None
+        with sweep_stops.between_jobs():
+            try:
+                stop_at_startup()
+                if (signum := sweep_stops.stopped()) is not None:  # held just before the job took the signals
+                    raise StartupInterrupted(signum)
+                record = _run(cfg, out_dir)
+            except (Interrupted, StartupInterrupted) as e:
+                sys.stderr.write(f"error: {e}\n")  # one write: the other workers' lines come at the same time
+                sys.stderr.flush()
+                sweep_stops.job_stopped(e.signum)
+                return None
+    else:
+        try:
+            record = _run(cfg, out_dir)
+        except Interrupted as e:  # the shell's convention for a signal: 128 + its number
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(128 + e.signum)
+        except StartupInterrupted as e:
+            end_now(str(e), 128 + e.signum)
     log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
              record.status, record.fresh_examples_to_target, record.steps, record.fresh_examples,
              record.wall_time_s, out_dir)
@@ -92,6 +115,24 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
     reached = record.fresh_examples_to_target
     return float(reached) if reached is not None else float("inf")
+
+
+def _run_in_workers() -> None:
+    """The sweep, its jobs in worker processes: a stop signal lets the running jobs checkpoint (sweep_stops.py)."""
+    waiting = sweep_stops.Waiting()
+    try:
+        with sweep_stops.workers_hold_signals(), waiting:
+            run_job()
+    except sweep_stops.SweepStopped as e:
+        end_now(str(e), 128 + e.signum)
+    except Exception:
+        if waiting.received is None:
+            raise
+        stopped = waiting.ended_by_error()
+        end_now(str(stopped), 128 + stopped.signum)
+    if waiting.received is not None:  # a normal exit: joblib's own exit handler then ends the idle workers
+        print(f"error: {waiting.message()}", file=sys.stderr)
+        sys.exit(128 + waiting.received)
 
 
 def _quoted(value: str) -> str:
@@ -117,7 +158,10 @@ def main(argv: list[str]) -> None:
         if not any(a.startswith("hydra.sweep.dir=") for a in argv):
             sys.argv.append(f"hydra.sweep.dir={_quoted(current.sweep_dir)}")
     try:
-        run_job()
+        if current is not None and current.workers:
+            _run_in_workers()
+        else:
+            run_job()
     except SystemExit as e:
         if e.code:  # Hydra's exit on an error a start-up signal may have caused
             stop_if_signalled_at_startup()

@@ -37,6 +37,8 @@ class Counts:
     conditions: int = 1
     sweep_dir: Optional[str] = None
     run_dir: Optional[str] = None  # one run's folder (hydra.run.dir, resolved)
+    launcher: Optional[str] = None  # a sweep's hydra.launcher._target_, and its n_jobs where it has one
+    n_jobs: Optional[int] = None
 
 
 def compose_all(overrides: list[str], multirun: bool, config_name: str = "config",
@@ -78,6 +80,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
                 sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
         if counts is not None:
             counts.sweep_dir = str(OmegaConf.select(first, "hydra.sweep.dir"))
+            counts.launcher = OmegaConf.select(first, "hydra.launcher._target_")
+            counts.n_jobs = OmegaConf.select(first, "hydra.launcher.n_jobs")
             counts.jobs = math.prod(len(v) for v in sweeps.values())
             counts.conditions = math.prod(len(v) for k, v in sweeps.items() if k not in TRIAL_KEYS)
         composed = 0

@@ -126,7 +126,7 @@ class Signals:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        self.received = signum
+        self.received = self.received or signum  # the first names the stop (a sweep's SIGTERM may follow a Ctrl-C)
 
     def __exit__(self, *exc: Any) -> None:
         for s, handler in self.previous.items():
@@ -195,7 +195,9 @@ def stop_at_startup() -> None:
         if not _caused_by_start_up_stop(unraisable.exc_value):
             shown(unraisable)
 
-    sys.unraisablehook = quiet
+    quiet.keeps_start_up_stop = True
+    if not getattr(shown, "keeps_start_up_stop", False):  # set once, though a sweep's worker starts many jobs
+        sys.unraisablehook = quiet
     for s in Signals.caught():
         signal.signal(s, handle)
 

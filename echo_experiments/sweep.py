@@ -22,6 +22,7 @@ from echo_experiments.compose import Counts, compose_all
 from echo_experiments.data.placement import EchoSpec, Placement
 from echo_experiments.private_api import hydra_args_parser
 from echo_experiments.schema import ConfigError
+from echo_experiments.sweep_stops import runs_in_workers
 from echo_experiments.tuning import run_config
 
 PLAN_VARIABLE = "ECHO_SWEEP_PLAN"
@@ -37,6 +38,7 @@ class Plan:
     repeats: list[str] = field(default_factory=list)
     sweep_dir: Optional[str] = None  # a sweep's folder (hydra.sweep.dir, resolved); None for one run
     run_dir: Optional[str] = None  # one run's folder (hydra.run.dir, resolved); None for a sweep
+    workers: bool = False  # the jobs run in worker processes of the command (sweep_stops.py)
 
     def save(self, folder: Path) -> Path:
         path = Path(folder) / f".sweep-{self.started:.6f}.json"
@@ -105,7 +107,8 @@ def plan(argv: list[str]) -> Optional[Plan]:
     # Every condition has the same trials: a repeated one's jobs do not run.
     jobs = counts.jobs - counts.jobs // counts.conditions * len(repeated)
     return Plan(jobs=0 if args.cfg else jobs, repeats=repeated, sweep_dir=counts.sweep_dir if args.multirun else None,
-                run_dir=None if args.multirun else counts.run_dir)
+                run_dir=None if args.multirun else counts.run_dir,
+                workers=args.multirun and runs_in_workers(counts.launcher, counts.n_jobs))
 
 
 def check_command_line(argv: list[str]) -> Optional[str]:

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "echo_experiments"
 # Top to bottom; a module may import its own layer or lower ones, never a higher one (docs/architecture.md).
 LAYERS = [
     ("commands", ["cli", "__main__", "profile", "benchmark", "retime", "service", "report.__main__", "archive",
-                  "sweep", "compose", "compare"]),
+                  "sweep", "sweep_stops", "compose", "compare"]),
     ("training", ["train", "train_step", "tuning", "report", "stops", "clocks", "waits", "autopilot", "decisions"]),
     ("workloads", ["workloads"]),
     ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing",

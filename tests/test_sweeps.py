@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import compose_config
+from conftest import compose_config, metric_rows
 from echo_experiments.schema import ConfigError
 from echo_experiments.sweep import check_command_line, plan, time_left
 from echo_experiments.train import run
@@ -132,6 +133,35 @@ def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     log = proc.stdout + proc.stderr + "".join(p.read_text() for p in sorted(tmp_path.rglob("*_log.*")))
     assert log.count("not run: the same run as another job of this sweep") == 1
     assert "3 of 3 jobs complete" in log
+
+
+def test_a_signal_to_a_sweep_of_parallel_jobs_checkpoints_each_running_job_and_starts_no_other(tmp_path):
+    # Three jobs, two at a time, far from their end when the SIGTERM comes and with no periodic checkpoint.
+    args = [sys.executable, "-m", "echo_experiments", "-m", *FAST, "trainer.stop_at_target=false",
+            "trainer.checkpoint_every_steps=1000000", "trainer.max_fresh_examples=100000000",
+            f"hydra.sweep.dir={tmp_path}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+            "echo.placement=before_batching", "echo.factor=1,2,3"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 600
+    while len(list(tmp_path.glob("*/metrics.jsonl"))) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)  # as a terminal's Ctrl-C or SLURM reaches the whole group
+    _, err = proc.communicate(timeout=300)  # its end: its workers, which hold the pipe too, have ended
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors[-1] == ("error: stopped by SIGTERM: each running job stopped at a step boundary with its "
+                          "checkpoint, and no further job started; run the same command to finish the sweep")
+    stopped = {}
+    for line in errors[:-1]:
+        job = re.fullmatch(r"error: stopped by SIGTERM at step (\d+) \(\d+ fresh examples\); its checkpoint is in "
+                           r"(\S+)/checkpoints: run the same command to resume", line)
+        stopped[Path(job[2]).name] = int(job[1])
+    assert len(stopped) == 2
+    for name, step in stopped.items():  # each checkpointed at the step it stopped at, no later than the signal
+        assert [p.name for p in (tmp_path / name / "checkpoints").iterdir()] == [str(step)]
+        assert len(metric_rows(tmp_path / name)) >= 1
+    assert not [p for p in tmp_path.glob("*/metrics.jsonl") if p.parent.name not in stopped]
 
 
 @pytest.mark.parametrize("launcher,nodes", [("slurm", 1), ("slurm_multinode", 2)])

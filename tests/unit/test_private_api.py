@@ -1,4 +1,4 @@
-"""The two private APIs (private_api.py): fails when an upgrade of Hydra or JAX moves them."""
+"""The three private APIs (private_api.py): fails when an upgrade of Hydra, JAX or joblib moves them."""
 
 def test_hydras_parser_reads_a_command_line_as_hydra_main_does():
     from echo_experiments.private_api import hydra_args_parser
@@ -17,3 +17,17 @@ def test_jaxs_distributed_client_still_has_the_barrier_with_a_timeout():
     # A nanobind method: its signature is in its docstring.
     signature = _jax.DistributedRuntimeClient.wait_at_barrier.__doc__
     assert "wait_at_barrier(self, barrier_id: str, timeout_in_ms: int" in signature
+
+
+def test_joblibs_loky_backend_still_passes_an_initializer_to_its_pool():
+    import inspect
+
+    from joblib import register_parallel_backend
+    from joblib.parallel import BACKENDS
+
+    from echo_experiments.private_api import loky_backend
+
+    assert BACKENDS["loky"] is loky_backend()  # the class Parallel(backend="loky") makes, as Hydra's launcher asks
+    assert "initializer" in inspect.signature(loky_backend().configure).parameters or \
+        "memmapping_executor_kwargs" in inspect.signature(loky_backend().configure).parameters
+    assert callable(register_parallel_backend)
