@@ -42,12 +42,8 @@ def hold() -> None:
 
 
 def _hold_signals() -> None:
-    def keep(signum: int, frame: Any) -> None:
-        if _worker["signum"] is None:
-            _worker["signum"] = signum
-
     for s in Signals.caught():
-        signal.signal(s, keep)
+        signal.signal(s, lambda signum, frame: job_stopped(signum))
 
 
 def in_worker() -> bool:
@@ -60,7 +56,8 @@ def stopped() -> Optional[int]:
 
 
 def job_stopped(signum: int) -> None:
-    """A job of this worker stopped on ``signum``: the jobs handed to it after this one do not start."""
+    """This worker received ``signum``, or a job of it stopped on it: the jobs handed to it later do not start
+    (the first signal names the stop)."""
     if _worker.get("signum") is None:
         _worker["signum"] = signum
 
