@@ -20,6 +20,7 @@ import functools
 import os
 import signal
 import threading
+import warnings
 from typing import Any, Iterator, Optional
 
 import psutil
@@ -30,6 +31,8 @@ from echo_experiments.stops import Signals
 # The longest the command waits for its running jobs after a stop signal: a step and a checkpoint take seconds,
 # compiling (a job stopped while starting ends when compiling ends) a minute or two on a CPU.
 GRACE_S = 300.0
+# The start of the warning joblib gives when it replaces a worker that ended itself while jobs wait.
+WORKER_REPLACED = "A worker stopped while some jobs were given to the executor"
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
 
 _worker: dict[str, Optional[int]] = {}  # this process is a worker ("signum": the stop it received, or None)
@@ -83,12 +86,17 @@ def runs_in_workers(launcher: Optional[str], n_jobs: Any) -> bool:
 @contextlib.contextmanager
 def workers_hold_signals() -> Iterator[None]:
     """joblib's pool, for the jobs Hydra's joblib launcher hands out here, starts each worker with :func:`hold`
-    (the launcher asks for its backend by name, so the name is given the same backend with the initializer)."""
+    (the launcher asks for its backend by name, so the name is given the same backend with the initializer), and
+    replaces a worker after a job without warning of a memory leak."""
     from joblib import register_parallel_backend
 
     register_parallel_backend("loky", functools.partial(loky_backend(), initializer=hold))
     try:
-        yield
+        with warnings.catch_warnings():
+            # joblib replaces a worker whose memory grew by 300 MB over a job, as every job here does (JAX's and
+            # TensorFlow's caches): that costs a process start per job, not the leak its warning suspects.
+            warnings.filterwarnings("ignore", message=WORKER_REPLACED, category=UserWarning)
+            yield
     finally:
         register_parallel_backend("loky", loky_backend())
 

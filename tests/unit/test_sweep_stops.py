@@ -87,3 +87,22 @@ def test_only_the_joblib_launcher_with_more_than_one_job_at_a_time_runs_jobs_in_
     assert plan([*common, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]).workers
     assert not plan([*common, "hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]).workers
     assert not plan(common).workers and not plan(["workload=synthetic"]).workers
+
+
+_kept = []
+
+
+def _grow_memory(megabytes: int) -> int:
+    """A job that leaves its worker ``megabytes`` larger, as a training job leaves JAX's and TensorFlow's caches."""
+    _kept.append(b"\x01" * (megabytes << 20))  # written, so the worker's resident memory grows
+    time.sleep(1.2)  # joblib checks a worker's memory after a job, at most once a second, from its second job
+    return os.getpid()
+
+
+def test_workers_replaced_after_jobs_that_grow_their_memory_give_no_warning(handlers, recwarn):
+    from joblib import Parallel, delayed
+
+    with sweep_stops.workers_hold_signals():
+        pids = Parallel(n_jobs=2, backend="loky")(delayed(_grow_memory)(350) for _ in range(6))
+    assert len(set(pids)) > 2  # joblib replaced workers after their jobs
+    assert not [w for w in recwarn if sweep_stops.WORKER_REPLACED in str(w.message)]
