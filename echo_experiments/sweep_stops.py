@@ -93,8 +93,8 @@ def workers_hold_signals() -> Iterator[None]:
     register_parallel_backend("loky", functools.partial(loky_backend(), initializer=hold))
     try:
         with warnings.catch_warnings():
-            # joblib replaces a worker whose memory grew by 300 MB over a job, as every job here does (JAX's and
-            # TensorFlow's caches): that costs a process start per job, not the leak its warning suspects.
+            # joblib replaces a worker whose memory grew by 300 MB over a job, as the language model's jobs often
+            # do (JAX's and TensorFlow's caches): that costs a process start, not the leak its warning suspects.
             warnings.filterwarnings("ignore", message=WORKER_REPLACED, category=UserWarning)
             yield
     finally:
