@@ -101,8 +101,12 @@ def _grow_memory(megabytes: int) -> int:
 
 def test_workers_replaced_after_jobs_that_grow_their_memory_give_no_warning(handlers, recwarn):
     from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
 
-    with sweep_stops.workers_hold_signals():
-        pids = Parallel(n_jobs=2, backend="loky")(delayed(_grow_memory)(350) for _ in range(6))
+    try:
+        with sweep_stops.workers_hold_signals():
+            pids = Parallel(n_jobs=2, backend="loky")(delayed(_grow_memory)(350) for _ in range(6))
+    finally:
+        get_reusable_executor().shutdown(wait=True)  # no idle worker left holding its memory for the next tests
     assert len(set(pids)) > 2  # joblib replaced workers after their jobs
     assert not [w for w in recwarn if sweep_stops.WORKER_REPLACED in str(w.message)]
