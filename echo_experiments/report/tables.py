@@ -299,10 +299,11 @@ def unfinished(trials: pd.DataFrame) -> pd.DataFrame:
     for key, g in bests.groupby(CONDITION, sort=True):
         n, complete = len(g), int(g["complete"].sum())
         reasons = []
-        if n < MIN_STUDIES:
+        plan = planned_studies.get(key, math.nan)  # the larger of the two counts is the one still to reach
+        if n < plan and plan > MIN_STUDIES:
+            reasons.append(f"{n} of the {plan:.0f} studies its sweep plans")
+        elif n < MIN_STUDIES:
             reasons.append(f"{n} of the {MIN_STUDIES} studies the protocol asks for")
-        elif n < planned_studies.get(key, math.nan):
-            reasons.append(f"{n} of the {planned_studies[key]:.0f} studies its sweep plans")
         missing = g[~g["complete"]]
         reasons += [f"study {s} has {t} of its {p:.0f} trials" for s, t, p in
                     zip(missing["study_key"].str.rsplit(":", n=1).str[-1], missing["n_trials"], missing["planned"])]
