@@ -25,7 +25,8 @@ from echo_experiments import sweep_stops
 from echo_experiments.compose import CONFIG_MODULE
 from echo_experiments.runs import SUMMARY, unwritable
 from echo_experiments.schema import ConfigError
-from echo_experiments.stops import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
+from echo_experiments.stops import (Interrupted, StartupInterrupted, hold_startup_signals, release_startup_signals,
+                                    stop_at_startup, stop_if_signalled_at_startup)
 from echo_experiments.sweep import PLAN_VARIABLE, Plan, job_key, plan, progress
 
 log = logging.getLogger("echo_experiments")
@@ -73,6 +74,7 @@ def _run(cfg: DictConfig, out_dir: str):
 
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
+    release_startup_signals()  # Hydra has composed the config and made the run's folder
     out_dir = HydraConfig.get().runtime.output_dir
     current = Plan.of_this_job()
     if current is not None and job_key(cfg) in current.repeats:
@@ -142,6 +144,7 @@ def _quoted(value: str) -> str:
 
 def main(argv: list[str]) -> None:
     """The command (see __main__.py): plan and validate every job, then run them."""
+    hold_startup_signals()
     try:
         current = plan(argv)
     except ConfigError as e:
@@ -159,6 +162,7 @@ def main(argv: list[str]) -> None:
             sys.argv.append(f"hydra.sweep.dir={_quoted(current.sweep_dir)}")
     try:
         if current is not None and current.workers:
+            release_startup_signals()
             _run_in_workers()
         else:
             run_job()

@@ -103,6 +103,7 @@ class Pruning:
 
 
 _at_startup: dict[str, int] = {}  # the signal the start-up handler received, until Signals takes it over
+_held: dict[str, int] = {}  # set while a first start-up signal is kept rather than raised
 
 
 class Signals:
@@ -153,6 +154,20 @@ class StartupInterrupted(BaseException):
                          "the run directory keeps what it had; run the same command to go on")
 
 
+def hold_startup_signals() -> None:
+    """Until :func:`release_startup_signals`, a first stop signal is kept, not raised: raised while Hydra
+    composes a config, it leaves OmegaConf half-updated, and the error OmegaConf raises then is printed by Hydra
+    as a traceback. Composing and making the run's folder take a moment, and a second signal ends it at once."""
+    _held["on"] = 1
+
+
+def release_startup_signals() -> None:
+    """End :func:`hold_startup_signals`, raising the start-up stop if a signal came while it held (nothing where
+    none held: a sweep's later jobs, a worker's jobs)."""
+    if _held.pop("on", None):
+        stop_if_signalled_at_startup()
+
+
 def stop_if_signalled_at_startup() -> None:
     """Raise the start-up stop if a stop signal came while starting (until the loop's Signals takes it over). A
     library that the start-up handler's exception crosses may turn it into an error of its own (TensorFlow,
@@ -186,8 +201,10 @@ def stop_at_startup() -> None:
         # Python runs a handler between any two bytecodes, inside a garbage-collection callback or a __del__
         # too, where what it raises is dropped; kept here, the signal still ends the start-up at the trainer's
         # next start-up check, once Signals has taken it over.
+        held = _held.get("on") and "signum" not in _at_startup  # a second signal ends it at once
         _at_startup["signum"] = signum
-        raise StartupInterrupted(signum)
+        if not held:
+            raise StartupInterrupted(signum)
 
     shown = sys.unraisablehook
 

@@ -159,7 +159,8 @@ def _interrupted(error: Exception):
 
     def step(*args):
         try:
-            os.kill(os.getpid(), signal.SIGINT)  # the start-up handler raises here
+            os.kill(os.getpid(), signal.SIGINT)  # kept while the command plans and composes
+            os.kill(os.getpid(), signal.SIGINT)  # a second one: the start-up handler raises here
         except StartupInterrupted:
             raise error from None
     return step
@@ -167,13 +168,13 @@ def _interrupted(error: Exception):
 
 @pytest.mark.parametrize("where", ["composing", "planning"])
 def test_a_start_up_signal_a_library_turned_into_its_own_error_ends_as_the_stop(handlers, monkeypatch, capsys, where):
-    """Interrupted while Hydra composes, OmegaConf raises an AttributeError of its own, which Hydra prints and
-    exits 1 on (seen with a SIGINT one second after the start); interrupted while the command is planned, the
+    """Interrupted while Hydra composes (by a second signal: the first is kept), OmegaConf raises an
+    AttributeError of its own, which Hydra prints and exits 1 on; interrupted while the command is planned, the
     error can be a ConfigError. The signal is what ended the command: __main__ prints the start-up line and
     exits 128 + its number."""
     from echo_experiments import cli
     from echo_experiments.schema import ConfigError
-    from echo_experiments.stops import StartupInterrupted, _at_startup
+    from echo_experiments.stops import StartupInterrupted, _at_startup, _held
 
     if where == "composing":
         monkeypatch.setattr(cli, "plan", lambda argv: None)
@@ -187,8 +188,32 @@ def test_a_start_up_signal_a_library_turned_into_its_own_error_ends_as_the_stop(
             cli.main([])
     finally:
         _at_startup.clear()
+        _held.clear()
     assert stopped.value.signum == signal.SIGINT
     assert "error: " not in capsys.readouterr().err  # no second line: the one line is the start-up one
+
+
+def test_a_signal_while_the_command_plans_and_composes_is_kept_until_its_job_starts(handlers):
+    """Raised while Hydra composes, the start-up stop can leave OmegaConf half-updated and Hydra print its error
+    as a traceback (seen with a SIGINT one second after the start), so the first signal is kept until the job's
+    own code runs; a second one is raised at once."""
+    from echo_experiments.stops import (StartupInterrupted, _at_startup, _held, hold_startup_signals,
+                                        release_startup_signals)
+
+    stop_at_startup()
+    try:
+        release_startup_signals()  # nothing held: nothing to raise
+        hold_startup_signals()
+        os.kill(os.getpid(), signal.SIGTERM)  # kept
+        with pytest.raises(StartupInterrupted) as stopped:
+            release_startup_signals()
+        assert stopped.value.signum == signal.SIGTERM
+        hold_startup_signals()
+        with pytest.raises(StartupInterrupted):  # a signal already came: this one is not kept
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        _at_startup.clear()
+        _held.clear()
 
 
 def test_without_a_start_up_signal_an_error_stays_itself(monkeypatch):
