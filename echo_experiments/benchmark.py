@@ -37,7 +37,7 @@ from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.runs import RunDir
-from echo_experiments.train import DTYPES, fit, initial_state, make_train_step
+from echo_experiments.train import DTYPES, fit, initial_state, learning_rates, make_train_step
 from echo_experiments.specs import PipelineSpec, RunSpec
 from echo_experiments.sweep import check_command_line
 from echo_experiments.tuning import run_config
@@ -144,9 +144,8 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
     auto = RunSpec.from_config(OmegaConf.merge(run_cfg, {"echo": {"placement": "after_batching", "factor": "auto"}}))
     tx = optim.optimizer(spec.optimizer)
     # Compiled as the trainer compiles it, donated state included; the learning rate at the schedule's start.
-    step = jax.jit(make_train_step(workload, tx, optim.schedule(spec.schedule), workload.compute_dtype),
-                   donate_argnums=0)
-    position = np.int32(0)
+    step = jax.jit(make_train_step(workload, tx, workload.compute_dtype), donate_argnums=0)
+    at_start = learning_rates(optim.schedule(spec.schedule))(np.int32(0))
     runner, autopilot, bare = [], [], []
     for _ in range(repeats):
         for run_spec, rates in ((spec, runner), (auto, autopilot)):
@@ -157,12 +156,12 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
         stream = batches.as_numpy_iterator()
         first = next(stream)
         first.pop("read_id")
-        state, loss = step(state, first, position)
+        state, loss = step(state, first, at_start)
         jax.block_until_ready(loss)
         began = time.perf_counter()
         for batch in itertools.islice(stream, steps - 1):
             batch.pop("read_id")
-            state, loss = step(state, batch, position)
+            state, loss = step(state, batch, at_start)
         jax.block_until_ready(loss)
         bare.append((steps - 1) / (time.perf_counter() - began))
     r, a, b = float(np.median(runner)), float(np.median(autopilot)), float(np.median(bare))

@@ -53,20 +53,23 @@ def schedule(spec: ScheduleSpec) -> Schedule:
 def optimizer(spec: OptimizerSpec) -> optax.GradientTransformation:
     """SGD with (Nesterov) momentum; L2 weight decay on weight matrices and kernels, not biases or norms.
 
-    The learning rate is a hyperparameter in the optimizer's state (optax.inject_hyperparams): the train step
-    sets it from the schedule at the run's position (:func:`with_learning_rate`) before each update."""
-    momentum = spec.momentum or None
-    nesterov = spec.nesterov and momentum is not None
-    weight_decay = spec.weight_decay
+    The learning rate, momentum and weight decay are hyperparameters in the optimizer's state
+    (optax.inject_hyperparams), inputs of the compiled step rather than constants in it: the trials of a search
+    share one compiled program. The train step sets the rate from the schedule at the run's position
+    (:func:`with_learning_rate`) before each update."""
+    nesterov = spec.nesterov and bool(spec.momentum)
+    values = {"learning_rate": 0.0}
+    values.update({"momentum": spec.momentum} if spec.momentum else {})
+    values.update({"weight_decay": spec.weight_decay} if spec.weight_decay else {})
 
-    def sgd(learning_rate: Any) -> optax.GradientTransformation:
+    def sgd(learning_rate: Any, momentum: Any = None, weight_decay: Any = None) -> optax.GradientTransformation:
         tx = optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
-        if weight_decay:
+        if weight_decay is not None:
             kernels_only = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)  # noqa: E731
             tx = optax.chain(optax.add_decayed_weights(weight_decay, mask=kernels_only), tx)
         return tx
 
-    return optax.inject_hyperparams(sgd)(learning_rate=0.0)
+    return optax.inject_hyperparams(sgd)(**values)
 
 
 def with_learning_rate(opt_state: Any, learning_rate: Any) -> Any:

@@ -42,12 +42,13 @@ from echo_experiments.stops import (Budget, Divergence, Evaluation, Interrupted,
                                     StartupInterrupted, Stops, TargetReached, stop_if_signalled_at_startup)
 from echo_experiments.autopilot import Autopilot, autopilot_state, trainer_inputs
 from echo_experiments.waits import Batches, InputLost, PeerLost, input_source
-from echo_experiments.train_step import TrainState, initial_state, make_train_step
+from echo_experiments.train_step import TrainState, initial_state, learning_rates, make_train_step
 from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "make_train_step", "run"]
+__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "learning_rates", "make_train_step",
+           "run"]
 
 
 def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
@@ -174,6 +175,7 @@ class Trainer:
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
+        self.rate = learning_rates(self.schedule, mesh.replicated)
         rules = [Divergence(), TargetReached(workload.target, self.t.stop_at_target)]
         rules += [Pruning(study_best, self.t.prune_margin)] if study_best is not None else []
         self.stops = Stops(Budget(self.t.max_fresh_examples, self.t.max_steps), rules, Signals())
@@ -182,17 +184,17 @@ class Trainer:
         spec = {k: jax.ShapeDtypeStruct((self.spec.pipeline.batch_size,) + tuple(v.shape[1:]), v.dtype.as_numpy_dtype,
                                         sharding=self.mesh.batch)
                 for k, v in self.batches.element_spec.items() if k != "read_id"}
-        step = jax.jit(make_train_step(self.workload, self.tx, self.schedule, self.workload.compute_dtype),
+        step = jax.jit(make_train_step(self.workload, self.tx, self.workload.compute_dtype),
                        donate_argnums=0, in_shardings=(self.mesh.replicated, self.mesh.batch, self.mesh.replicated),
                        out_shardings=(self.mesh.replicated, self.mesh.replicated))
-        position = jax.ShapeDtypeStruct((), jnp.int32, sharding=self.mesh.replicated)
-        return step.lower(state, spec, position).compile()
+        rate = jax.ShapeDtypeStruct((), jnp.float32, sharding=self.mesh.replicated)
+        return step.lower(state, spec, rate).compile()
 
     def _timing_facts(self, train_step, state: TrainState) -> Optional[timing.Timing]:
         """Upstream and downstream time before training, their waits bounded like training's (data.timeout_s)."""
         if not (self.t.profile_batches and self.store is not None):
             return None
-        at_start = self.mesh.put_scalar(0)
+        at_start = self.rate(self.mesh.put_scalar(0))
         waits = Batches(None, self.t.timeout_s, self.source)
 
         def pull(fn):  # a signal ends the measurement at the next batch, not at its end
@@ -289,7 +291,8 @@ class Trainer:
             clocks.first_batch()
             position = count if fresh_units else step
             fresh.update(batch.pop("read_id"))
-            state, loss = train_step(state, self.mesh.put_batch(batch), self.mesh.put_scalar(position))
+            rate = self.rate(self.mesh.put_scalar(position))
+            state, loss = train_step(state, self.mesh.put_batch(batch), rate)
             losses.append(loss)
             step += 1
             before, count = count, self.mesh.total(fresh.count)

@@ -23,7 +23,7 @@ from echo_experiments.data import stream
 from echo_experiments.schema import ConfigError
 from echo_experiments.specs import PipelineSpec, RunSpec
 from echo_experiments.sweep import check_command_line
-from echo_experiments.train import TrainState, make_train_step, run
+from echo_experiments.train import TrainState, learning_rates, make_train_step, run
 from echo_experiments.workloads import make
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
@@ -168,13 +168,13 @@ def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     spec = RunSpec.from_config(cfg)
     batch = next(stream.build(workload, spec.pipeline).as_numpy_iterator())
     batch.pop("read_id")
-    tx, schedule = optim.optimizer(spec.optimizer), optim.schedule(spec.schedule)
+    tx, rate = optim.optimizer(spec.optimizer), learning_rates(optim.schedule(spec.schedule))(np.int32(0))
     params, model_state = workload.init(jax.random.PRNGKey(0))
     losses = {}
     for name, dtype in (("float32", jnp.float32), ("bfloat16", jnp.bfloat16)):
         workload.compute_dtype = dtype
         state = TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), jax.random.PRNGKey(1))
-        new, losses[name] = jax.jit(make_train_step(workload, tx, schedule, dtype))(state, batch, np.int32(0))
+        new, losses[name] = jax.jit(make_train_step(workload, tx, dtype))(state, batch, rate)
         assert all(x.dtype == jnp.float32 for x in jax.tree.leaves((new.params, new.model_state, new.opt_state))
                    if jnp.issubdtype(x.dtype, jnp.floating))
     workload.compute_dtype = jnp.float32
