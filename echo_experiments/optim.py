@@ -58,18 +58,17 @@ def optimizer(spec: OptimizerSpec) -> optax.GradientTransformation:
     share one compiled program. The train step sets the rate from the schedule at the run's position
     (:func:`with_learning_rate`) before each update."""
     nesterov = spec.nesterov and bool(spec.momentum)
-    values = {"learning_rate": 0.0}
-    values.update({"momentum": spec.momentum} if spec.momentum else {})
-    values.update({"weight_decay": spec.weight_decay} if spec.weight_decay else {})
 
-    def sgd(learning_rate: Any, momentum: Any = None, weight_decay: Any = None) -> optax.GradientTransformation:
+    def sgd(learning_rate: Any, momentum: Any, weight_decay: Any) -> optax.GradientTransformation:
         tx = optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
         if weight_decay is not None:
             kernels_only = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)  # noqa: E731
             tx = optax.chain(optax.add_decayed_weights(weight_decay, mask=kernels_only), tx)
         return tx
 
-    return optax.inject_hyperparams(sgd)(**values)
+    # None where the run has none: inject_hyperparams passes it on as it is and keeps it out of the state.
+    return optax.inject_hyperparams(sgd)(learning_rate=0.0, momentum=spec.momentum or None,
+                                         weight_decay=spec.weight_decay or None)
 
 
 def with_learning_rate(opt_state: Any, learning_rate: Any) -> Any:

@@ -47,8 +47,8 @@ from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "learning_rates", "make_train_step",
-           "run"]
+__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "learning_rates",
+           "make_train_step", "run"]
 
 
 def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:

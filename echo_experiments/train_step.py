@@ -38,8 +38,8 @@ def learning_rates(schedule: optim.Schedule, sharding: Any = None):
 
 def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
     """The pure step ``(state, batch, learning_rate) -> (state, loss)``, the rate the schedule's at the run's
-    place in it (:func:`learning_rates`). Under mixed precision the model computes in ``compute_dtype`` while parameters, optimizer state and
-    model state stay float32."""
+    place in it (:func:`learning_rates`). Under mixed precision the model computes in ``compute_dtype`` while
+    parameters, optimizer state and model state stay float32."""
 
     def train_step(state: TrainState, batch: dict[str, jax.Array],
                    learning_rate: jax.Array) -> tuple[TrainState, jax.Array]:
