@@ -15,6 +15,7 @@ never stopped.
 """
 
 import dataclasses
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -25,6 +26,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tensorflow as tf
 from etils import epath
+
+from echo_experiments.schema import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 # Read by tensorflow.python.eager.context.async_wait (ParameterServerStrategy sets it too).
@@ -122,6 +127,21 @@ class Checkpoints:
         restored = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(state), loop=ocp.args.JsonRestore(), input=InputRestore(iterator)))
         return restored["state"], restored["input"], dict(restored["loop"])
+
+    def restore_newest(self, steps: list[int], state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
+        """:meth:`restore` of the newest readable checkpoint of ``steps`` (newest first); a damaged one is said,
+        deleted, and the one before it tried. ConfigError when none can be read."""
+        for step in steps:
+            try:
+                return self.restore(step, state, iterator)
+            except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                log.warning("the checkpoint at step %d in %s cannot be read (%s): deleted; trying the one before",
+                            step, self.directory, why)
+                self.discard(step)
+        raise ConfigError("trainer.restart", False, "", (
+            f"no checkpoint in {self.directory} can be read (steps {', '.join(map(str, steps))}, each damaged): "
+            "add trainer.restart=true to start this run over"))
 
     def close(self) -> None:
         """Wait for the last save to be committed, then release the manager's threads."""

@@ -210,22 +210,6 @@ class Trainer:
                  facts.downstream_s_per_step, facts.ratio)
         return facts
 
-    def _restore(self, steps: list[int], state: TrainState, iterator) -> tuple[TrainState, Any, dict[str, Any]]:
-        """Restore the newest readable checkpoint of ``steps``; a damaged one is said, deleted, and the one
-        before it tried. ConfigError when none can be read."""
-        folder = self.run_dir.path / "checkpoints"
-        for step in steps:
-            try:
-                return self.checkpoints.restore(step, state, iterator)
-            except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
-                why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-                log.warning("the checkpoint at step %d in %s cannot be read (%s): deleted; trying the one before",
-                            step, folder, why)
-                self.checkpoints.discard(step)
-        raise ConfigError("trainer.restart", False, "", (
-            f"no checkpoint in {folder} can be read (steps {', '.join(map(str, steps))}, each damaged): add "
-            "trainer.restart=true to start this run over"))
-
     def _started(self) -> None:
         """A signal received while starting ends the run now, with nothing of this attempt to save."""
         if self.stops.signalled is not None:
@@ -237,7 +221,7 @@ class Trainer:
         if not steps:
             first = LoopState(next_eval=self.t.eval_every_fresh_examples, started_on=machine.describe()["cpu"])
             return state, FreshCounter(), first, Outcome(), ClockState()
-        state, seen, saved = self._restore(steps, state, iterator)
+        state, seen, saved = self.checkpoints.restore_newest(steps, state, iterator)
         loop, outcome, clocks = LoopState.restore(saved)
         machine.check_resumed_on(loop.started_on, self.run_dir.path)
         if self.mesh.writes_run_dir:

@@ -1,4 +1,5 @@
-"""The package's shape: imports point down the layers with no cycle, and conf/ ships inside an installed wheel."""
+"""The package's shape: imports point down the layers with no cycle, modules and functions stay short, and conf/
+ships inside an installed wheel."""
 
 import ast
 import os
@@ -79,6 +80,23 @@ def test_imports_never_point_up_a_layer():
     upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
               for m, targets in graph.items() for t in targets if _layer(t) < _layer(m)]
     assert upward == []
+
+
+# docs/architecture.md's bounds: a module a reader holds at once, a function read without scrolling.
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+
+
+def test_modules_and_functions_stay_short():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        name = path.relative_to(ROOT)
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long.append(f"{name}: {len(text.splitlines())} lines")
+        long += [f"{name}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                 for node in ast.walk(ast.parse(text)) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
 
 
 def test_conf_is_at_the_top_level():
