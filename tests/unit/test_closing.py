@@ -1,6 +1,7 @@
 """A finished run's input iterator is dropped on a thread of its own (data/closing.py), not on the main thread."""
 
 import logging
+import re
 import threading
 import time
 
@@ -48,4 +49,6 @@ def test_a_slow_close_is_said_and_the_wait_at_exit_is_bounded(caplog, monkeypatc
     assert not closing.wait_closed(timeout_s=0.2)  # the bound: it gives up, having said what it waited for
     assert "closing the input pipeline (tf.data's autotuning thread" in caplog.text
     assert closing.wait_closed(timeout_s=10) and closing.pending() == []
-    assert "closed the input pipeline of run C in 1.5 s" in caplog.text
+    # A loaded machine may sleep past 1.5 s: the message names the time it took, at least the destructor's.
+    said = re.search(r"closed the input pipeline of run C in (\d+\.\d) s \(tf.data's autotuning thread\)", caplog.text)
+    assert said and float(said.group(1)) >= 1.5
