@@ -1,16 +1,16 @@
 """The command: ``python -m echo_experiments [overrides]`` (installed as ``echo_experiments``) runs one job, a
-sweep with ``-m``; cli.py is the command-line layer. Nothing heavy is imported before the start-up signals are
+sweep with ``-m``; cli/ is the command-line layer. Nothing heavy is imported before the start-up signals are
 caught, so a Ctrl-C while Hydra, TensorFlow and JAX load ends with one line too."""
 
 import sys
 
-from echo_experiments.stops import StartupInterrupted, stop_at_startup
+from echo_experiments.core.signals import StartupInterrupted, stop_at_startup
 
 
 def main() -> None:
     stop_at_startup()
     try:
-        from echo_experiments import cli  # the heavy imports, after the handlers
+        from echo_experiments.cli import main as cli  # the heavy imports, after the handlers
 
         cli.main(sys.argv[1:])
     except StartupInterrupted as e:

@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Iterator, Optional
 
-from echo_experiments import decisions
-from echo_experiments.record import RecordError, RunRecord
-from echo_experiments.runs import CONFIG, METRICS, SUMMARY
+from echo_experiments.core.record import RecordError, RunRecord
+from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
+from echo_experiments.training import decisions
 
 RUN_FILES = (CONFIG, METRICS, SUMMARY, decisions.FILE)
 TIMED = "timed"

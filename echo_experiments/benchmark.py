@@ -27,20 +27,21 @@ import pandas as pd
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from echo_experiments import machine, optim, parallel
-from echo_experiments.data.placement import NO_ECHO, EchoSpec, Placement
-from echo_experiments.cli import fail, one_line_on_signal
-from echo_experiments.compose import compose_all
+from echo_experiments.cli.compose import compose_all
+from echo_experiments.cli.exits import fail, one_line_on_signal
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core import machine
+from echo_experiments.core.placement import NO_ECHO, EchoSpec, Placement
+from echo_experiments.core.rundir import RunDir
+from echo_experiments.core.specs import PipelineSpec, RunSpec
 from echo_experiments.data import stream
 from echo_experiments.data.echo import CHUNK, FreshCounter, echo
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
-from echo_experiments.runs import RunDir
-from echo_experiments.train import DTYPES, fit, initial_state, learning_rates, make_train_step
-from echo_experiments.specs import PipelineSpec, RunSpec
-from echo_experiments.sweep import check_command_line
-from echo_experiments.tuning import run_config
+from echo_experiments.training import optim, parallel
+from echo_experiments.training.trainer import DTYPES, fit, initial_state, learning_rates, make_train_step
+from echo_experiments.training.tuning import run_config
 from echo_experiments.workloads import make
 
 POINTS = ("before_augmentation", "after_augmentation", "after_batching")

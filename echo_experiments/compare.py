@@ -18,15 +18,15 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from echo_experiments.cli import fail, one_line_on_signal
-from echo_experiments.compose import compose_all
+from echo_experiments.cli.compose import compose_all
+from echo_experiments.cli.exits import fail, one_line_on_signal
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.record import RunRecord
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
-from echo_experiments.record import RunRecord
 from echo_experiments.report.tables import SHARED_CORES
-from echo_experiments.schema import ConfigError
-from echo_experiments.sweep import check_command_line
-from echo_experiments.timing import Timing
-from echo_experiments.train import run
+from echo_experiments.training.timing import Timing
+from echo_experiments.training.trainer import run
 
 PROFILE = ["trainer.max_steps=200", "trainer.stop_at_target=false", "trainer.progress=false"]
 # Below this factor echoing repeats too little to show anything: the comparison echoes at 2 and says so.
@@ -139,7 +139,7 @@ def _show_progress() -> None:
     """The trainer's line per evaluation on stderr: each run takes minutes."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("  %(message)s"))
-    logger = logging.getLogger("echo_experiments.train")
+    logger = logging.getLogger("echo_experiments.training.trainer")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False  # a handler the libraries put on the root logger would print each line again

@@ -6,13 +6,13 @@ import sys
 import tempfile
 from typing import Optional
 
-from echo_experiments.cli import fail, one_line_on_signal
-from echo_experiments.compose import compose_all
-from echo_experiments.sweep import check_command_line
-from echo_experiments.schema import ConfigError
+from echo_experiments.cli.compose import compose_all
+from echo_experiments.cli.exits import fail, one_line_on_signal
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
-from echo_experiments.timing import Timing
-from echo_experiments.train import run
+from echo_experiments.training.timing import Timing
+from echo_experiments.training.trainer import run
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -21,11 +21,11 @@ from typing import Optional
 
 import yaml
 
+from echo_experiments.core.record import RecordError, RunRecord
+from echo_experiments.core.rundir import SUMMARY
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
-from echo_experiments.record import RecordError, RunRecord
-from echo_experiments.runs import SUMMARY
-from echo_experiments.timing import OtherWork
+from echo_experiments.training.timing import OtherWork
 
 TIMED = "timed"
 # Seconds the machine is watched before the first run, to say at once whether timings made now can count.

@@ -15,8 +15,7 @@ import jax.numpy as jnp
 import optax
 import tensorflow as tf
 
-from echo_experiments.config import CustomWorkloadConfig
-from echo_experiments.workloads import Workload
+from echo_experiments.workloads import CustomWorkloadConfig, Workload
 
 
 @dataclass

@@ -12,13 +12,14 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
-import echo_experiments.workloads.registry  # noqa: E402,F401  (stores the schemas in Hydra's ConfigStore)
 from hydra import compose, initialize_config_module  # noqa: E402
 
+import echo_experiments.workloads.registry  # noqa: E402,F401  (stores the schemas in Hydra's ConfigStore)
 
 # The trainer's fast tests run the synthetic workload (conf/workload/synthetic.yaml): seconds per run. They skip the
 # timing facts (a few seconds a run); a test about them sets trainer.profile_batches after FAST (the last wins).
-FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0", "trainer.profile_batches=0"]
+FAST = ["workload=synthetic", "trainer.progress=false", "trainer.checkpoint_every_seconds=0",
+        "trainer.profile_batches=0"]
 
 
 def env_with_xla_flags(*flags: str) -> dict[str, str]:
@@ -29,7 +30,7 @@ def env_with_xla_flags(*flags: str) -> dict[str, str]:
 def metric_rows(run_dir):
     """A run directory's metrics.jsonl rows without their clock readings (the keys ending in _s), the part two
     runs of the same config must agree on."""
-    from echo_experiments.runs import RunDir
+    from echo_experiments.core.rundir import RunDir
 
     return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
 
@@ -37,7 +38,7 @@ def metric_rows(run_dir):
 def signal_at_evaluation(monkeypatch, n: int, signum: int = signal.SIGINT):
     """Make this process send itself ``signum`` right after its n-th evaluation row (SIGINT: as Ctrl-C would);
     returns the undo, for the rerun that resumes."""
-    from echo_experiments.events import Events
+    from echo_experiments.training.events import Events
 
     original, calls = Events.row, {"n": 0}
 
@@ -58,9 +59,9 @@ def compose_config(*overrides: str):
 
 def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_size, shuffle_buffer, seed=0):
     """One pass over ``records`` through the training stream (data/stream.py), as a list of NumPy batches."""
+    from echo_experiments.core.placement import EchoSpec, Placement
+    from echo_experiments.core.specs import PipelineSpec
     from echo_experiments.data import stream
-    from echo_experiments.data.placement import EchoSpec, Placement
-    from echo_experiments.specs import PipelineSpec
 
     spec = PipelineSpec(batch_size, shuffle_buffer, seed, EchoSpec(Placement(placement), factor, shuffle))
     ds = stream.build(workload, spec, records=records, epochs=1)

@@ -5,10 +5,10 @@ run goes on from its counts; a replay of a run's recorded decisions trains as th
 import json
 
 import pytest
-
 from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
-from echo_experiments.schema import ConfigError
-from echo_experiments.train import Interrupted, run
+
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.training.trainer import Interrupted, run
 
 # 320 fresh batches of 32 read at 0.5 ms a record (16 ms a batch): the synthetic step is faster, so it copies.
 SLOW = [*FAST, "echo.placement=after_batching", "echo.factor=auto", "echo.max_factor=3", "storage=emulated",
@@ -56,8 +56,8 @@ def test_before_augmentation_the_autopilot_copies_examples_augmented_anew_with_e
 
 
 def test_before_augmentation_without_copies_the_autopilot_trains_the_baselines_batches(data_dir):
+    from echo_experiments.core.specs import PipelineSpec
     from echo_experiments.data import stream
-    from echo_experiments.specs import PipelineSpec
     from echo_experiments.workloads import make
 
     base, auto = compose_config(), compose_config("echo.factor=auto")  # batches of 64: one augmentation chunk each
@@ -73,9 +73,9 @@ def test_before_augmentation_without_copies_the_autopilot_trains_the_baselines_b
 
 
 def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir):
+    from echo_experiments.core.schema import ConfigError
+    from echo_experiments.core.specs import PipelineSpec
     from echo_experiments.data import stream
-    from echo_experiments.schema import ConfigError
-    from echo_experiments.specs import PipelineSpec
     from echo_experiments.workloads import make
 
     cfg = compose_config("echo.factor=auto")
@@ -113,7 +113,8 @@ def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(t
         run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
     (tmp_path / "echo_decisions.json").write_text("{")  # damaged: cut short
     with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} cannot be "
-                                          "read as a record of decisions .JSONDecodeError.: give the directory of a run "
+                                          "read as a record of decisions .JSONDecodeError.: give the directory of a "
+                                          "run "
                                           "made with echo.factor=auto"):
         run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
     (tmp_path / "echo_decisions.json").write_text(json.dumps(

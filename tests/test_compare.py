@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FAST
 
 
@@ -73,7 +72,7 @@ def test_where_the_autopilot_cannot_echo_at_the_echoed_runs_placement_compare_ru
     # Random crops to 12 pixels: examples of varying shape before augmentation, which the autopilot refuses there.
     overrides = [*FAST, "workload.augment.image_size=12", "trainer.max_fresh_examples=1024"]
     placement, record = autopilot(overrides, "before_augmentation", tmp_path / "auto")
-    assert (placement, record.placement, record.echo_auto, record.fresh_examples) == ("after_batching", "after_batching",
-                                                                                    True, 1024)
+    assert (placement, record.placement, record.echo_auto, record.fresh_examples) == (
+        "after_batching", "after_batching", True, 1024)
     assert "the autopilot cannot echo at before_augmentation here (echo.placement=before_augmentation with " \
            "echo.factor=auto needs examples of one shape" in capsys.readouterr().out

@@ -4,12 +4,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import compose_config
-from echo_experiments.schema import ConfigError
-from echo_experiments.workloads.registry import validate
-from echo_experiments.sweep import check_command_line
 
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.workloads.registry import validate
+
+# What echo.shuffle_buffer allows, as the error says it.
+SHUFFLE_BUFFERS = ("null (the default: 10 x ceil(e) x batch examples after example echoing, none after batch "
+                   "echoing) or an integer >= 0 (0 = no shuffle after the echo stage)")
 CASES = [
     (["echo.factor=0"], "echo.factor=0 is not allowed: a real number >= 1"),
     (["echo.factor=0.5"], "echo.factor=0.5 is not allowed: a real number >= 1"),
@@ -25,8 +28,8 @@ CASES = [
     (["echo.placement=none", "echo.factor=2"],
      "echo.placement=none is not allowed: echo.factor=2 needs an echo point: one of before_augmentation, "
      "after_augmentation, before_batching, after_batching"),
-    (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: null (the default: 10 x ceil(e) x batch examples after example echoing, none after batch echoing) or an integer >= 0 (0 = no shuffle after the echo stage)"),
-    (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: null (the default: 10 x ceil(e) x batch examples after example echoing, none after batch echoing) or an integer >= 0 (0 = no shuffle after the echo stage)"),
+    (["echo.shuffle_buffer=-1"], "echo.shuffle_buffer=-1 is not allowed: " + SHUFFLE_BUFFERS),
+    (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: " + SHUFFLE_BUFFERS),
     (["seed=-3"], "seed=-3 is not allowed: an integer in [0, 2147483647]"),
     (["seed=x"], "seed=x is not allowed: an integer in [0, 2147483647]"),
     (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: null or an integer >= 1"),
@@ -34,8 +37,8 @@ CASES = [
     (["trainer.process_id=-1"], "trainer.process_id=-1 is not allowed: null or an integer >= 0"),
     (["trainer.distributed_timeout_s=0"], "trainer.distributed_timeout_s=0 is not allowed: an integer >= 1 (seconds)"),
     (["trainer.coordinator_address=''"],
-     "trainer.coordinator_address='' is not allowed: null (found from SLURM, Open MPI or the TPU slice) or host:port of "
-     "process 0"),
+     "trainer.coordinator_address='' is not allowed: null (found from SLURM, Open MPI or the TPU slice) or host:port "
+     "of process 0"),
     (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
     (["trainer.eval_every_fresh_examples=many"],
      "trainer.eval_every_fresh_examples=many is not allowed: an integer >= 1"),
@@ -103,7 +106,8 @@ def test_every_job_of_a_sweep_is_checked_before_any_runs():
     assert check_command_line(["-m", "echo.factor=1,2,4"]) is None
     assert check_command_line(["-m", "echo=after_batching", "echo.factor=1,2,auto", "storage=emulated",
                                "storage.latency_schedule=[[25600,20],[25600,1]]"]) is None
-    assert check_command_line(["-m", "echo.factor=2,0.5"]) == "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto"
+    assert check_command_line(["-m", "echo.factor=2,0.5"]) == (
+        "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto")
     assert check_command_line(["-m", "workload=fashion_mnist,nope"]).startswith("workload=nope is not allowed")
 
 

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.rundir import DiskFull, RunDir
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.signals import Interrupted
 from echo_experiments.data import sources
-from echo_experiments.runs import DiskFull, RunDir
-from echo_experiments.schema import ConfigError
-from echo_experiments.stops import Interrupted
-from echo_experiments.sweep import check_command_line
-from echo_experiments.train import run
+from echo_experiments.training.trainer import run
 
 # 320 steps of 32 with a checkpoint every 64 and an evaluation every 32 steps, trained past the target.
 LONG = [*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=10240", "trainer.checkpoint_every_steps=64"]
@@ -130,7 +130,8 @@ def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_t
     """TensorFlow, tracing a dataset function when the start-up handler raises, can raise an error of its own
     instead (seen: a ValueError about its iterators): the run stops on the signal all the same, writes no
     summary that would call it failed, and says what it keeps, as any stopped run does."""
-    from echo_experiments import stops, train
+    from echo_experiments.core import signals as stops
+    from echo_experiments.training import trainer as train
 
     def build(*args, **kwargs):
         try:

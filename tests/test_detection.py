@@ -8,13 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import assert_each_read_delivered, compose_config, echoed_batches
-from echo_experiments.mean_ap import Detections
+
+from echo_experiments.core.rundir import RunDir
 from echo_experiments.models import ssd
-from echo_experiments.runs import RunDir
-from echo_experiments.train import run
+from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
+from echo_experiments.workloads.mean_ap import Detections
 
 N, B = 64, 8
 

@@ -5,12 +5,12 @@ import re
 import signal
 
 import pytest
-
 from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
-from echo_experiments import machine
-from echo_experiments.schema import ConfigError
-from echo_experiments.stops import Interrupted
-from echo_experiments.train import run
+
+from echo_experiments.core import machine
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.signals import Interrupted
+from echo_experiments.training.trainer import run
 
 QUIET = ["trainer.profile_batches=0", "trainer.progress=false", "trainer.tensorboard=false",
          "trainer.checkpoint_every_seconds=0", "workload.target.value=0.999"]

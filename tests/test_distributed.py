@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import FAST, env_with_xla_flags
 
 # e=2 before augmentation, no echo shuffle, so fresh counts are exact; each process reads every other record.

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from echo_experiments import config
-from echo_experiments.sweep import plan
+from echo_experiments.cli.plan import plan
+from echo_experiments.core import config
 from echo_experiments.workloads.registry import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,17 +3,18 @@
 import json
 
 import pytest
+from conftest import FAST, compose_config
 from tensorboard.backend.event_processing.event_accumulator import TENSORS, EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
-from conftest import FAST, compose_config
-from echo_experiments.events import Events
-from echo_experiments.train import run
+from echo_experiments.training.events import Events
+from echo_experiments.training.trainer import run
 
 # e=2 before augmentation, 4 evaluations of 1,024 fresh examples (64 steps each at batch 32); no echo shuffle,
 # so the counts are exact.
-SHORT = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.max_fresh_examples=4096", "trainer.stop_at_target=false"]
+SHORT = [*FAST, "echo.factor=2", "echo.shuffle_buffer=0", "trainer.max_fresh_examples=4096",
+         "trainer.stop_at_target=false"]
 
 
 def events(run_dir):
@@ -49,7 +50,8 @@ def test_a_run_logs_its_curves_on_steps_and_on_fresh_examples_and_its_hparams(tm
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "reached_target"  # accuracy 0.85 by 2,048 fresh examples; it trains on
     assert curve(reader, "outcome/reached_target") == [(summary["steps"], 1.0)]
-    assert curve(reader, "outcome/fresh_examples_to_target") == [(summary["steps"], summary["fresh_examples_to_target"])]
+    assert curve(reader, "outcome/fresh_examples_to_target") == [(summary["steps"],
+                                                                  summary["fresh_examples_to_target"])]
     assert {"time/elapsed_s", "time/wall_time_s", "outcome/elapsed_s"} <= set(reader.Tags()[TENSORS])
     # The HParams dashboard's session: the condition and the searched metaparameters.
     (content,) = reader.PluginTagToContent("hparams").values()

@@ -7,16 +7,16 @@ import jax
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import assert_each_read_delivered, compose_config, echoed_batches
+
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.rundir import RunDir
 from echo_experiments.data.packing import pack
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
-from echo_experiments.workloads.language_model_schema import TransformerConfig
 from echo_experiments.models.transformer import build
-from echo_experiments.sweep import check_command_line
-from echo_experiments.runs import RunDir
-from echo_experiments.train import run
+from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
+from echo_experiments.workloads.language_model_schema import TransformerConfig
 
 N, B = 64, 8
 

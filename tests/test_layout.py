@@ -1,8 +1,9 @@
-"""The package's shape: imports point down the layers with no cycle, modules and functions stay short, and conf/
-ships inside an installed wheel."""
+"""The package's shape: every module in a folder of docs/architecture.md's table, imports pointing down the
+folders with no cycle, modules and functions short, and conf/ shipped inside an installed wheel."""
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,45 +15,57 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "echo_experiments"
-
-# Top to bottom; a module may import its own layer or lower ones, never a higher one (docs/architecture.md).
-LAYERS = [
-    ("commands", ["cli", "__main__", "profile", "benchmark", "retime", "service", "report.__main__", "archive",
-                  "sweep", "sweep_stops", "compose", "compare"]),
-    ("training", ["train", "train_step", "tuning", "report", "stops", "clocks", "waits", "autopilot", "decisions"]),
-    ("workloads", ["workloads"]),
-    ("data and models", ["data", "models", "mean_ap", "optim", "parallel", "checkpoints", "events", "timing",
-                         "tfdata"]),
-    ("foundation", ["config", "schema", "specs", "runs", "record", "machine", "private_api", "data.placement"]),
-]
+TOP = "(top level)"
 
 
-def _layer(module: str) -> int:
-    name = module.removeprefix("echo_experiments.")
-    best = None
-    for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            if name == prefix or name.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
-    assert best is not None, f"{module} is in no layer"
-    return best[0]
+def folder_rules(text: str) -> dict[str, dict]:
+    """docs/architecture.md's table of layers: folder -> the folders it imports and the modules its cell names."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rules = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("folder", "---"):
+            continue
+        name = TOP if cells[0] == TOP else cells[0].strip("`/").replace("/", ".")
+        rules[name] = {"imports": {c.strip("`/").replace("/", ".") for c in re.findall(r"`[^`]+`", cells[1])}
+                       | ({"*"} if cells[1] == "every folder" else set()),
+                       "names": set(re.findall(r"`([a-z_]+)`", cells[2]))}
+    return rules
 
 
-def imports() -> dict[str, set[str]]:
+RULES = folder_rules((ROOT / "docs" / "architecture.md").read_text())
+
+
+def folder_of(module: str, rules: dict = RULES) -> str:
+    """The folder (a row of the table) a module, or a package's __init__, is in: the longest that holds it."""
+    parts = module.split(".")[1:]
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in rules:
+            return ".".join(parts[:n])
+    return TOP
+
+
+def module_names(package: Path = PACKAGE) -> dict[str, Path]:
+    names = {}
+    for path in package.rglob("*.py"):
+        module = ".".join((package.name,) + path.relative_to(package).with_suffix("").parts)
+        names[module.removesuffix(".__init__")] = path
+    return names
+
+
+def imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package modules it imports (at any depth of its code, lazy imports included)."""
     graph = {}
-    for path in PACKAGE.rglob("*.py"):
-        module = ".".join(("echo_experiments",) + path.relative_to(PACKAGE).with_suffix("").parts)
-        module = module.removesuffix(".__init__")
+    for module, path in module_names(package).items():
         found = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("echo_experiments"):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package.name):
                 found.add(node.module)
                 found.update(f"{node.module}.{a.name}" for a in node.names
-                             if (PACKAGE / Path(*f"{node.module}.{a.name}".split(".")[1:])).with_suffix(".py").exists())
+                             if (package / Path(*f"{node.module}.{a.name}".split(".")[1:])).with_suffix(".py").exists()
+                             or (package / Path(*f"{node.module}.{a.name}".split(".")[1:]) / "__init__.py").exists())
             elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("echo_experiments"))
+                found.update(a.name for a in node.names if a.name.startswith(package.name))
         graph[module] = {m for m in found if m != module}
     return graph
 
@@ -75,11 +88,53 @@ def test_no_import_cycle():
             visit(module, [])
 
 
-def test_imports_never_point_up_a_layer():
-    graph = {m: targets - {"echo_experiments"} for m, targets in imports().items() if m != "echo_experiments"}
-    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
-              for m, targets in graph.items() for t in targets if _layer(t) < _layer(m)]
-    assert upward == []
+def wrong_imports(graph: dict[str, set[str]], rules: dict = RULES) -> list[str]:
+    """The imports the table does not allow: into a folder that is not the module's own nor one its row names."""
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        own = folder_of(module, rules)
+        allowed = rules[own]["imports"]
+        for target in sorted(targets - {"echo_experiments"}):
+            theirs = folder_of(target, rules)
+            if theirs != own and "*" not in allowed and theirs not in allowed:
+                wrong.append(f"{module} ({own}) imports {target} ({theirs})")
+    return wrong
+
+
+def misplaced(names: dict[str, Path], rules: dict = RULES) -> list[str]:
+    """Top-level modules that are neither a command (``if __name__ == "__main__"``, or __main__) nor a facade the
+    table names, and names the table gives that are no module; folders that are no row of the table."""
+    top = {m.split(".")[1] for m in names if m.count(".") == 1 and folder_of(m, rules) == TOP}
+    named = rules[TOP]["names"]
+    wrong = [f"echo_experiments.{m} is at the top level but not in docs/architecture.md's table of layers"
+             for m in sorted(top - named)]
+    wrong += [f"docs/architecture.md names echo_experiments.{m}, which is no module" for m in sorted(named - top)]
+    for m in sorted(top & named - {"tfdata"}):
+        if m != "__main__" and '__name__ == "__main__"' not in names[f"echo_experiments.{m}"].read_text():
+            wrong.append(f"echo_experiments.{m} is named a command but runs nothing as one")
+    folders = {".".join(p.parent.relative_to(PACKAGE).parts) for p in PACKAGE.rglob("__init__.py")} - {""}
+    wrong += [f"echo_experiments/{f.replace('.', '/')}/ is no folder of the table"
+              for f in sorted(folders - set(rules))]
+    return wrong
+
+
+def test_every_module_is_in_a_folder_of_the_table():
+    assert set(RULES) >= {TOP, "cli", "training", "report", "report.verdicts", "workloads", "data", "models", "core"}
+    assert misplaced(module_names()) == []
+
+
+def test_imports_never_point_up_or_across_the_folders():
+    assert wrong_imports(imports()) == []
+
+
+def test_the_folder_rule_fails_for_a_module_in_the_wrong_place():
+    """The checks above can fail: a stray top-level module, and data/ reaching up into training/."""
+    names = {**module_names(), "echo_experiments.helpers": PACKAGE / "tfdata.py"}
+    assert misplaced(names) == ["echo_experiments.helpers is at the top level but not in docs/architecture.md's "
+                                "table of layers"]
+    graph = {"echo_experiments.data.stream": {"echo_experiments.training.timing", "echo_experiments.core.specs"}}
+    assert wrong_imports(graph) == ["echo_experiments.data.stream (data) imports echo_experiments.training.timing "
+                                    "(training)"]
 
 
 # docs/architecture.md's bounds: a module a reader holds at once, a function read without scrolling.

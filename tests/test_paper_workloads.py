@@ -7,13 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
-
 from conftest import compose_config
-from echo_experiments.workloads.image_classification_schema import ResNetConfig
+
+from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data import stream
-from echo_experiments.specs import PipelineSpec
 from echo_experiments.models import resnet
 from echo_experiments.workloads import make
+from echo_experiments.workloads.image_classification_schema import ResNetConfig
 
 
 def n_params(module, shape):
@@ -33,8 +33,9 @@ def test_resnet32_is_the_046M_cifar_network():
 
 
 def test_cifar10_pipeline_and_evaluation(tmp_path):
-    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "echo.shuffle_buffer=0", "workload.batch_size=4", "workload.shuffle_buffer=16",
-                         "workload.eval_batch_size=4", "workload.model.depth=8", f"data.dir={tmp_path}")
+    cfg = compose_config("workload=resnet32", "echo=before_augmentation", "echo.shuffle_buffer=0",
+                         "workload.batch_size=4", "workload.shuffle_buffer=16", "workload.eval_batch_size=4",
+                         "workload.model.depth=8", f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=12):
         workload = make(cfg.workload, tmp_path)
         batch = next(stream.build(workload, PipelineSpec.from_config(cfg)).as_numpy_iterator())
@@ -46,8 +47,8 @@ def test_cifar10_pipeline_and_evaluation(tmp_path):
 
 
 def test_imagenet_pipeline_crops_to_224(tmp_path):
-    cfg = compose_config("workload=resnet50", "workload.batch_size=2", "workload.eval_batch_size=2", "workload.shuffle_buffer=8",
-                         f"data.dir={tmp_path}")
+    cfg = compose_config("workload=resnet50", "workload.batch_size=2", "workload.eval_batch_size=2",
+                         "workload.shuffle_buffer=8", f"data.dir={tmp_path}")
     with tfds.testing.mock_data(num_examples=4):
         workload = make(cfg.workload, tmp_path)
         train = next(stream.build(workload, PipelineSpec.from_config(cfg)).as_numpy_iterator())

@@ -1,10 +1,11 @@
 """The training pipeline on real Fashion-MNIST records: exact counts, and where the copies land."""
 
 from collections import Counter
+
 import numpy as np
 import pytest
-
 from conftest import assert_each_read_delivered, compose_config, echoed_batches, fresh_and_delivered
+
 from echo_experiments.workloads import make
 
 N = 64  # real examples per epoch in these tests

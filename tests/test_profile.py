@@ -7,9 +7,9 @@ import sys
 import time
 
 import pytest
-
-from echo_experiments.timing import OtherWork, Timing
 from conftest import FAST
+
+from echo_experiments.training.timing import OtherWork, Timing
 
 
 def test_ratio_and_recommended_factor():
@@ -52,7 +52,8 @@ def test_profile_command_prints_the_timing_facts():
 
 def test_a_signal_while_profiling_is_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "echo_experiments.profile", *FAST, "storage=emulated",
-                             "storage.latency_ms=20", "trainer.profile_batches=5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             "storage.latency_ms=20", "trainer.profile_batches=5"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(tmp_path)})
     deadline = time.time() + 120
     while not any(tmp_path.glob("echo_profile_*")) and proc.poll() is None and time.time() < deadline:

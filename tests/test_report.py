@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
+from echo_experiments.core.rundir import RunDir, write_atomic
 from echo_experiments.report.__main__ import main
-from echo_experiments.runs import RunDir, write_atomic
 
 TARGET = {"metric": "accuracy", "value": 0.8, "mode": "max"}
 
@@ -22,7 +22,8 @@ def make_run(root, name, *, workload="w", placement="none", factor=1.0, batch=64
     run.append_metrics({"step": 2, "fresh_examples": fresh or 2000, "wall_time_s": 2.0, "accuracy": best})
     write_atomic(run.path / "summary.json", json.dumps({
         "workload": workload, "placement": placement, "echo_factor": factor, "batch_size": batch,
-        "shuffle_buffer": shuffle, "seed": 0, "study": study, "trial": trial, "tuning_seed": 0 if study is not None else None,
+        "shuffle_buffer": shuffle, "seed": 0, "study": study, "trial": trial,
+        "tuning_seed": 0 if study is not None else None,
         "status": status, "steps": steps or 10, "fresh_examples": fresh or 2000, "wall_time_s": 9.0, "target": target,
         "fresh_examples_to_target": fresh if reached else None, "steps_to_target": steps if reached else None,
         "seconds_to_target": seconds if reached else None, "final_metrics": {},
@@ -224,8 +225,8 @@ def test_report_has_figures_and_tables(report):
     for fig in ("fresh_examples_at_e2", "fresh_examples_vs_echo_factor", "best_trial_curves"):
         assert {f"{fig}.png", f"{fig}.svg"} <= names
     text = (report / "report.md").read_text()
-    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 | 500 | not reached | 0.7 | 2.05 | False |" \
-        in text
+    row = "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 | 500 | not reached | 0.7 | 2.05 | False |"
+    assert row in text
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 
@@ -300,7 +301,8 @@ def test_notebook_redraws_every_figure_from_the_csvs(report, monkeypatch):
 
     monkeypatch.setenv("ECHO_REPORT_DIR", str(report))
     notebook = nbformat.read("notebooks/figures.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
+    client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}})
+    client.execute()
     last = notebook.cells[-1].outputs
     names = [o for o in last if o.get("output_type") == "execute_result"][0]["data"]["text/plain"]
     drawn = sorted(p.stem for p in (report / "figures").glob("*.png"))

@@ -1,10 +1,11 @@
 """The reporter and the machines: a study is what runs on one CPU model (docs/protocol.md, Machines)."""
 
-from echo_experiments.report import evidence
-from echo_experiments.report.__main__ import main
-from echo_experiments.report.claims import BASELINE, Condition
-from echo_experiments.report.collect import collect
 from test_report import make_run
+
+from echo_experiments.report.__main__ import main
+from echo_experiments.report.collect import collect
+from echo_experiments.report.verdicts import evidence
+from echo_experiments.report.verdicts.claims import BASELINE, Condition
 
 
 def test_a_study_from_several_cpu_models_is_refused_unless_asked(tmp_path, capsys):
@@ -17,7 +18,8 @@ def test_a_study_from_several_cpu_models_is_refused_unless_asked(tmp_path, capsy
     assert err == ["error: runs of one study come from several CPU models (study:0:0: 2 CPU models), whose numbers "
                    "differ: rerun the study on one machine, or add --mixed-machines to report it as it is, marked"]
     assert main([str(runs), "--out", str(tmp_path / "out"), "--mixed-machines"]) == 0
-    assert "**A study's runs from several CPU models** (--mixed-machines)" in (tmp_path / "out" / "report.md").read_text()
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "**A study's runs from several CPU models** (--mixed-machines)" in report
 
 
 def _two_studies(root, study_1_echo_cpu: str):

@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
-from echo_experiments.record import RunRecord
-from echo_experiments.runs import RunDir, RunDirInUse
-from echo_experiments.train import Interrupted, run
+
+from echo_experiments.core.record import RunRecord
+from echo_experiments.core.rundir import RunDir, RunDirInUse
+from echo_experiments.training.trainer import Interrupted, run
 
 ROOT = Path(__file__).resolve().parents[1]
 # 320 steps of 32, an evaluation every 32 steps (10 rows), trained past the target.
@@ -59,7 +59,7 @@ def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
 
 def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from echo_experiments.runs import RunDir; held = RunDir(sys.argv[1]).hold(); "
+        "import sys, time; from echo_experiments.core.rundir import RunDir; held = RunDir(sys.argv[1]).hold(); "
         "print('held', flush=True); time.sleep(600)"), str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -265,7 +265,7 @@ def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, dat
 # time (ten sleeps of 0.05 s: a pause inside one ends it, as it ends a slice of the wait).
 WAITER = """
 import concurrent.futures, sys, threading, time
-from echo_experiments.waits import result_within
+from echo_experiments.training.waits import result_within
 future = concurrent.futures.Future()
 threading.Thread(target=lambda: ([time.sleep(0.05) for _ in range(10)], future.set_result("batch")),
                  daemon=True).start()

@@ -15,15 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
-from echo_experiments.data.echo import FreshCounter
-from echo_experiments import optim, parallel
+
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.specs import PipelineSpec, RunSpec
 from echo_experiments.data import stream
-from echo_experiments.schema import ConfigError
-from echo_experiments.specs import PipelineSpec, RunSpec
-from echo_experiments.sweep import check_command_line
-from echo_experiments.train import TrainState, learning_rates, make_train_step, run
+from echo_experiments.data.echo import FreshCounter
+from echo_experiments.training import optim, parallel
+from echo_experiments.training.trainer import TrainState, learning_rates, make_train_step, run
 from echo_experiments.workloads import make
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
@@ -74,7 +74,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(t
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "killed" / "summary.json").exists(), "the run finished before it could be killed"
-    with caplog.at_level(logging.INFO, logger="echo_experiments.train"):  # the rerun need not be a process
+    with caplog.at_level(logging.INFO, logger="echo_experiments.training.trainer"):  # the rerun need not be a process
         run(compose_config(*SHORT, *args), tmp_path / "killed")
     assert any(r.getMessage().startswith("resumed ") for r in caplog.records)
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
@@ -89,7 +89,7 @@ def test_saving_the_input_position_never_syncs_the_eager_executors(tmp_path, mon
     from etils import epath
     from tensorflow.python.eager import context
 
-    from echo_experiments.checkpoints import SKIP_ASYNC_WAIT, InputHandler, InputRestore, InputSave
+    from echo_experiments.training.checkpoints import SKIP_ASYNC_WAIT, InputHandler, InputRestore, InputSave
 
     def refuse():
         raise AssertionError("the input checkpoint synced the eager executors")

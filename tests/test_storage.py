@@ -5,14 +5,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import FAST, compose_config
 
-from conftest import compose_config
+from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.rundir import RunDir
 from echo_experiments.data import sources
 from echo_experiments.data.storage import LoopbackServer, emulated, http_records, read_cost_s
-from echo_experiments.sweep import check_command_line
-from echo_experiments.runs import RunDir
-from echo_experiments.train import run
-from conftest import FAST
+from echo_experiments.training.trainer import run
 
 
 def test_read_cost_is_latency_plus_transfer():

@@ -12,14 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import FAST, compose_config, metric_rows
 from omegaconf import OmegaConf
 
-from conftest import compose_config, metric_rows
-from echo_experiments.schema import ConfigError
-from echo_experiments.sweep import check_command_line, plan, time_left
-from echo_experiments.train import run
-from echo_experiments.tuning import trial_values
-from conftest import FAST
+from echo_experiments.cli.plan import check_command_line, plan, time_left
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.training.trainer import run
+from echo_experiments.training.tuning import trial_values
 
 # Each job: 20 steps of a narrow network, never reaching its target.
 TINY = [*FAST, "trainer.max_steps=20", "trainer.eval_every_fresh_examples=640", "workload.target.value=0.99"]

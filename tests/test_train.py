@@ -9,12 +9,12 @@ import weakref
 
 import pytest
 import yaml
-
 from conftest import FAST, compose_config
+
+from echo_experiments.core.rundir import RunDir
+from echo_experiments.core.specs import ScheduleSpec
 from echo_experiments.data import closing
-from echo_experiments.runs import RunDir
-from echo_experiments.specs import ScheduleSpec
-from echo_experiments.train import run
+from echo_experiments.training.trainer import run
 
 SUMMARY_KEYS = {"workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
                 "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
@@ -63,14 +63,14 @@ def test_echoed_runs_count_fresh_examples_exactly(tmp_path, echo, fresh_after):
 @pytest.mark.parametrize("factor", [1, 2, 4])
 def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh_counts(tmp_path, monkeypatch,
                                                                                           factor):
-    from echo_experiments import optim, parallel
+    from echo_experiments.training import optim, parallel
 
     positions = []
     put = parallel.Parallel.put_scalar
     monkeypatch.setattr(parallel.Parallel, "put_scalar", lambda self, v: (positions.append(v), put(self, v))[1])
-    args = ["echo=before_augmentation", f"echo.factor={factor}", "echo.shuffle_buffer=0", "optimizer.schedule=linear_decay",
-            "optimizer.final_fraction=0.1", "optimizer.warmup_fresh_examples=512", "trainer.max_fresh_examples=4096",
-            "workload.target.value=0.999"]
+    args = ["echo=before_augmentation", f"echo.factor={factor}", "echo.shuffle_buffer=0",
+            "optimizer.schedule=linear_decay", "optimizer.final_fraction=0.1", "optimizer.warmup_fresh_examples=512",
+            "trainer.max_fresh_examples=4096", "workload.target.value=0.999"]
     summary, rows = train(tmp_path, *args)
     fresh_per_step = 32 // factor
     # The schedule's position is the fresh examples trained on before each step, not the step count.

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import compose_config
-from echo_experiments import machine
-from echo_experiments.train import run
+
+from echo_experiments.core import machine
+from echo_experiments.training.trainer import run
 
 ROOT = Path(__file__).parents[1]
 # Results are bit-reproducible on one CPU model only (machine.py), so the reference is kept per CPU model.

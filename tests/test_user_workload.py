@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from echo_experiments.sweep import check_command_line
+from echo_experiments.cli.plan import check_command_line
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SEARCH = "hydra.searchpath=[file://conf]"
@@ -52,7 +52,8 @@ def test_a_class_that_breaks_the_contract_gets_one_line_naming_what_it_lacks(tmp
                      "init, loss, augment or augment_chunk (its config_class says augments=True) (see the Workload "
                      "contract in echo_experiments/workloads/base.py)")
     assert check_command_line([SEARCH, "workload=fashion_mlp", "workload.task=fashion_mlp:MLP"]).endswith(
-        "its config_class must be a subclass of echo_experiments.config.CustomWorkloadConfig that declares metrics")
+        "its config_class must be a subclass of echo_experiments.workloads.CustomWorkloadConfig that declares "
+        "metrics")
     assert check_command_line([SEARCH, "workload=fashion_mlp", "workload.task=no_such_module:Thing"]).startswith(
         "workload.task=no_such_module:Thing is not allowed: one of image_classification, language_model, detection, "
         "or module:Class")

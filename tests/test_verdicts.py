@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from echo_experiments.report import autopilot_checks, claims, verdicts
+from echo_experiments.report.verdicts import __main__ as command
+from echo_experiments.report.verdicts import autopilot_checks, claims
+from echo_experiments.report.verdicts import claim_tables as verdicts
 
 ROOT = Path(__file__).parents[1]
 FOLDER = "lm_placements_e2_cpu/transformer_pydocs"
@@ -32,7 +34,7 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\nafter\n"
                       f"{autopilot_checks.BEGIN}\n{autopilot_checks.END}\n")
-    assert verdicts.main([str(results), "--readme", str(readme)]) == 0
+    assert command.main([str(results), "--readme", str(readme)]) == 0
     before = row(results, "after_batching e=2 vs baseline")
     assert before["verdict"] == "reproduced" and before["n_draws"] == 10
     text = readme.read_text()
@@ -43,7 +45,7 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
     record = json.loads(summary.read_text())
     assert record["fresh_examples_to_target"] == 51200
     summary.write_text(json.dumps({**record, "fresh_examples_to_target": 25600}))
-    assert verdicts.main([str(results), "--readme", str(readme)]) == 0
+    assert command.main([str(results), "--readme", str(readme)]) == 0
     assert row(results, "after_batching e=2 vs baseline")["verdict"] == "inconclusive"
 
 

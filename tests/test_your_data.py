@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
-
 from conftest import compose_config
+
 from echo_experiments.data import sources
-from echo_experiments.train import run
+from echo_experiments.training.trainer import run
 
 TRAIN, TEST = 384, 128
 

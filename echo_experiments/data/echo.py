@@ -15,7 +15,6 @@ import math
 import numpy as np
 import tensorflow as tf
 
-
 # Examples of a fixed shape are echoed this many at a time (one tf.repeat instead of a dataset per example).
 CHUNK = 64
 

@@ -16,11 +16,18 @@ import tensorflow_datasets as tfds
 from filelock import FileLock, Timeout
 from google.protobuf import json_format
 
+from echo_experiments.core.rundir import unwritable
 from echo_experiments.data import files
-from echo_experiments.data.offline import (FASHION_MNIST_DIR, PYTHON_DOCS_DIR, DebianFashionMnist,
-                                             FashionMnistDetection, PythonDocs, SyntheticImages, compose_canvas,
-                                             read_idx)
-from echo_experiments.runs import unwritable
+from echo_experiments.data.offline import (
+    FASHION_MNIST_DIR,
+    PYTHON_DOCS_DIR,
+    DebianFashionMnist,
+    FashionMnistDetection,
+    PythonDocs,
+    SyntheticImages,
+    compose_canvas,
+    read_idx,
+)
 
 # Progress bars of TFDS's preparation would interleave with the run's own output.
 tfds.disable_progress_bar()

@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 import tensorflow as tf
 
-from echo_experiments.schema import ConfigError
+from echo_experiments.core.schema import ConfigError
 
 MB = 1e6
 

@@ -24,10 +24,10 @@ import numpy as np
 import psutil
 import tensorflow as tf
 
-from echo_experiments.schema import ConfigError
+from echo_experiments.core.placement import EchoSpec
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data.echo import CHUNK, echo
-from echo_experiments.data.placement import EchoSpec
-from echo_experiments.specs import PipelineSpec
 
 AUTOTUNE = tf.data.AUTOTUNE
 Example = dict[str, tf.Tensor]

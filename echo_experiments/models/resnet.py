@@ -11,7 +11,6 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 
-
 class BasicBlock(nn.Module):
     filters: int
     strides: int = 1

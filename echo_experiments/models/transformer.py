@@ -11,7 +11,6 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 
-
 def rotary(x: jnp.ndarray) -> jnp.ndarray:
     """Rotary position embedding (Su et al. 2021) over [batch, length, heads, head_dim]."""
     length, dim = x.shape[1], x.shape[-1]

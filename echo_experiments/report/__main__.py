@@ -20,10 +20,10 @@ matplotlib.rcParams["svg.hashsalt"] = "echo_experiments"
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from echo_experiments.core.rundir import write_atomic  # noqa: E402
 from echo_experiments.report import comparisons, figures, tables  # noqa: E402
-from echo_experiments.report.text import report_text  # noqa: E402
 from echo_experiments.report.collect import collect  # noqa: E402
-from echo_experiments.runs import write_atomic  # noqa: E402
+from echo_experiments.report.text import report_text  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

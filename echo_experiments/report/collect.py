@@ -14,9 +14,9 @@ from typing import Any, Iterable, Iterator, Optional
 import pandas as pd
 import yaml
 
-from echo_experiments.record import RecordError, RunRecord, metric_rows
-from echo_experiments.runs import CONFIG, METRICS, SUMMARY
-from echo_experiments.tuning import unit_position
+from echo_experiments.core.record import RecordError, RunRecord, metric_rows
+from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
+from echo_experiments.core.search_space import unit_position
 
 # The record's fields a trial row holds, in the columns' order.
 TRIAL_FIELDS = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",

@@ -12,10 +12,12 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from echo_experiments.report.claims import FACTOR_TOLERANCE
-from echo_experiments.runs import CONDITION as _CONDITION
+from echo_experiments.core.rundir import CONDITION as _CONDITION
 
 CONDITION = list(_CONDITION)
+# An echoed condition that trained more than this share off e examples per fresh example at its target did
+# not echo at its nominal factor: its rows are flagged (``off_factor``), and a comparison of it decides nothing.
+FACTOR_TOLERANCE = 0.10
 INF = math.inf
 # Counts of studies and of trials, named so that neither reads as the other.
 COUNTS = ["n_studies", "n_studies_reached", "n_trials", "n_trials_reached", "n_trials_pruned"]
@@ -109,7 +111,8 @@ def has_nominal_factor(placement: str) -> bool:
 # seconds measured the other work too, and it is left out of the speedups (docs/protocol.md). A fifth of a core
 # is far above the background of an idle machine and far below one more job (about 1). Measured on this
 # project's 2-core machine with the sweeps paused: 0.002 by
-#   python -c "import time; from echo_experiments.timing import *; w=OtherWork(); time.sleep(10); print(w.seconds()/10)"
+#   python -c "import time; from echo_experiments.training.timing import *; w=OtherWork(); time.sleep(10);
+#              print(w.seconds()/10)"
 SHARED_CORES = 0.2
 
 

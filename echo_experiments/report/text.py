@@ -3,7 +3,6 @@
 import pandas as pd
 
 from echo_experiments.report import tables
-from echo_experiments.report.claims import FACTOR_TOLERANCE
 from echo_experiments.report.markdown import table
 from echo_experiments.report.stats import LEVEL
 
@@ -48,7 +47,7 @@ def _fresh_text() -> str:
             "their study's best. fresh_ratio = this median / the baseline's (below 1: fewer fresh examples; inf: "
             "never reached; baseline: echo factor 1, same workload and batch size). effective_echo_factor: the "
             "median over reached trials of examples trained per fresh example at the target; off_factor: more "
-            f"than {FACTOR_TOLERANCE:.0%} off the nominal factor.\n")
+            f"than {tables.FACTOR_TOLERANCE:.0%} off the nominal factor.\n")
 
 
 def _off_factor_text(fresh: pd.DataFrame) -> str:

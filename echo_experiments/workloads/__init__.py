@@ -1,12 +1,13 @@
 """Workloads: the contract (base.py), one module per task with its schema beside it, and the registry.
 
-``from echo_experiments.workloads import Workload`` (a user's own task) and :func:`make` load TensorFlow and
-JAX; the registry does not, so the command line can validate configs without them.
+A user's own task needs only this module: ``from echo_experiments.workloads import CustomWorkloadConfig, Target,
+Workload`` is the whole contract (docs/your-model.md). ``Workload`` and :func:`make` load TensorFlow and JAX;
+the registry and ``CustomWorkloadConfig`` do not, so the command line can validate configs without them.
 """
 
 from typing import Any
 
-__all__ = ["Target", "Workload", "make"]
+__all__ = ["CustomWorkloadConfig", "Target", "Workload", "make"]
 
 
 def make(cfg: Any, data_dir: Any, compute_dtype: Any = None) -> Any:
@@ -19,6 +20,10 @@ def make(cfg: Any, data_dir: Any, compute_dtype: Any = None) -> Any:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "CustomWorkloadConfig":
+        from echo_experiments.core.config import CustomWorkloadConfig
+
+        return CustomWorkloadConfig
     if name in ("Target", "Workload"):
         from echo_experiments.workloads import base
 

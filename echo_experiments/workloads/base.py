@@ -1,7 +1,7 @@
 """What a workload is (AlgoPerf's shape): its data recipe, model, loss, evaluation and target.
 
 A workload declares; it does not assemble. data/stream.py builds its training stream from the hooks below
-(``examples``, ``decode``, ``augment``/``augment_chunk``), echo stage and shuffles included, and train.py
+(``examples``, ``decode``, ``augment``/``augment_chunk``), echo stage and shuffles included, and training/trainer.py
 trains it; the evaluation loop and the loading of its sources are here, once. Nothing outside a workload
 special-cases one.
 
@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import tensorflow as tf
 
-from echo_experiments.config import WorkloadConfig
+from echo_experiments.core.config import WorkloadConfig
+from echo_experiments.core.record import Target
 from echo_experiments.data import sources, stream
-from echo_experiments.record import Target
 
 Example = dict[str, tf.Tensor]
 

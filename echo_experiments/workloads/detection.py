@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
-from echo_experiments import mean_ap
-from echo_experiments.workloads.detection_schema import DetectionConfig
 from echo_experiments.data import sources
 from echo_experiments.models import ssd
+from echo_experiments.workloads import mean_ap
 from echo_experiments.workloads.base import Workload
+from echo_experiments.workloads.detection_schema import DetectionConfig
 
 # The fractions of some box a random crop must cover, drawn uniformly; 0 = keep the whole image (SSD's set).
 MIN_COVERED = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9)

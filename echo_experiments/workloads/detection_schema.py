@@ -4,9 +4,8 @@ detection options, and what the task declares."""
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, List
 
-from echo_experiments.config import WorkloadConfig
-from echo_experiments.schema import (ConfigError, setting, boolean, integer, nonempty_list, one_of,
-                                     real)
+from echo_experiments.core.config import WorkloadConfig
+from echo_experiments.core.schema import ConfigError, boolean, integer, nonempty_list, one_of, real, setting
 
 
 @dataclass

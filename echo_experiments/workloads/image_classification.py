@@ -13,9 +13,9 @@ import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
 from echo_experiments.models import resnet
 from echo_experiments.workloads.base import Workload
+from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
 
 # Per-channel mean and standard deviation of the training images, in [0, 1] units.
 NORMALIZATION = {

@@ -4,10 +4,8 @@ from it): its model and augmentation options, and what the task declares."""
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Optional
 
-from echo_experiments.config import WorkloadConfig
-from echo_experiments.schema import (ConfigError, setting, boolean, integer, is_int, one_of,
-                                     optional, real)
-
+from echo_experiments.core.config import WorkloadConfig
+from echo_experiments.core.schema import ConfigError, boolean, integer, is_int, one_of, optional, real, setting
 
 RESNET_DEPTHS = "6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"
 

@@ -16,12 +16,12 @@ import numpy as np
 import optax
 import tensorflow as tf
 
-from echo_experiments.workloads.language_model_schema import LanguageModelConfig
 from echo_experiments.data.packing import pack
 from echo_experiments.data.stream import stage_seed
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
 from echo_experiments.models import transformer
 from echo_experiments.workloads.base import Workload
+from echo_experiments.workloads.language_model_schema import LanguageModelConfig
 
 
 class LanguageModel(Workload):

@@ -4,9 +4,8 @@ text options, and what the task declares."""
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator
 
-from echo_experiments.config import WorkloadConfig
-from echo_experiments.schema import (ConfigError, setting, boolean, integer, one_of,
-                                     real)
+from echo_experiments.core.config import WorkloadConfig
+from echo_experiments.core.schema import ConfigError, boolean, integer, one_of, real, setting
 
 
 @dataclass

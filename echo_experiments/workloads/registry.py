@@ -15,11 +15,11 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from echo_experiments import config
-from echo_experiments import schema as schema_checks
-from echo_experiments.config import CustomWorkloadConfig
-from echo_experiments.schema import ConfigError, show
-from echo_experiments.data.placement import Placement
+from echo_experiments.core import config
+from echo_experiments.core import schema as schema_checks
+from echo_experiments.core.config import CustomWorkloadConfig
+from echo_experiments.core.placement import Placement
+from echo_experiments.core.schema import ConfigError, show
 from echo_experiments.workloads.detection_schema import DetectionConfig
 from echo_experiments.workloads.image_classification_schema import ImageClassificationConfig
 from echo_experiments.workloads.language_model_schema import LanguageModelConfig
@@ -68,7 +68,8 @@ def task_schema(task: str) -> type:
     if not (isinstance(schema, type) and issubclass(schema, CustomWorkloadConfig) and schema.metrics):
         raise ConfigError("workload.task", task, (
             "one of " + ", ".join(TASKS) + ", or module:Class naming a Workload subclass you can import: its "
-            "config_class must be a subclass of echo_experiments.config.CustomWorkloadConfig that declares metrics"))
+            "config_class must be a subclass of echo_experiments.workloads.CustomWorkloadConfig that declares "
+            "metrics"))
     return schema
 
 

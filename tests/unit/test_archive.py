@@ -5,8 +5,8 @@ import json
 import pytest
 
 from echo_experiments.archive import archive, restore
-from echo_experiments.record import RunRecord, Target
-from echo_experiments.runs import RunDir
+from echo_experiments.core.record import RunRecord, Target
+from echo_experiments.core.rundir import RunDir
 
 
 def write_run(folder, status="reached_target", with_checkpoint=False):
@@ -60,7 +60,8 @@ def test_an_interrupted_archive_or_restore_leaves_no_record_and_the_next_one_fin
         return copy(source, destination)
 
     runs, fresh = results / "preset" / "wl" / "runs", tmp_path / "elsewhere" / "preset" / "wl"
-    for command, into in ((lambda: archive(sweep, results), runs / "a"), (lambda: restore(fresh, results), fresh / "a")):
+    commands = ((lambda: archive(sweep, results), runs / "a"), (lambda: restore(fresh, results), fresh / "a"))
+    for command, into in commands:
         monkeypatch.setattr(shutil, "copy2", killed_at_the_record)
         with pytest.raises(KeyboardInterrupt):
             command()

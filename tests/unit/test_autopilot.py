@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from echo_experiments.autopilot import Autopilot, BatchCopies, ExampleCopies
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.storage import latency_at
-from echo_experiments.decisions import Decisions, Plan
-from echo_experiments.schema import ConfigError
-from echo_experiments.waits import Batches
+from echo_experiments.training.autopilot import Autopilot, BatchCopies, ExampleCopies
+from echo_experiments.training.decisions import Decisions, Replay
+from echo_experiments.training.waits import Batches
 
 
 class Step:
@@ -232,7 +232,7 @@ def replaying(kinds, max_factor=4.0, batches_ready=6):
     gate = Gate()
     for _ in range(batches_ready):
         gate.opened.release()
-    plan = Plan(Decisions([[k, 1] for k in kinds]), "a recorded run")
+    plan = Replay(Decisions([[k, 1] for k in kinds]), "a recorded run")
     return Autopilot(Batches(gate, timeout_s=10, source="a test input"), BatchCopies(max_factor), replay=plan)
 
 
@@ -241,7 +241,7 @@ def test_decisions_are_kept_as_runs_and_a_resumed_replay_goes_on_after_the_batch
     for kind in "ffccfrcf":
         decisions.add(kind)
     assert decisions.runs == [["f", 2], ["c", 2], ["f", 1], ["r", 1], ["c", 1], ["f", 1]]
-    plan = Plan(Decisions(decisions.runs), "a recorded run")
+    plan = Replay(Decisions(decisions.runs), "a recorded run")
     plan.seek(5)  # five batches trained: the resumption recorded after them is still to make
     assert [plan.next() for _ in range(4)] == ["r", "c", "f", None]
 

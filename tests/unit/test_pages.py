@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from echo_experiments.report.verdicts import write_block
+from echo_experiments.report.verdicts.claim_tables import write_block
 
 PAGE = "intro\n<!-- b -->\n{}<!-- e -->\nwritten by hand\n"
 

@@ -1,6 +1,6 @@
 """Where the echo stage goes, and the shuffle after it."""
 
-from echo_experiments.data.placement import EchoSpec, Placement
+from echo_experiments.core.placement import EchoSpec, Placement
 
 
 def test_factor_one_has_no_echo_stage_and_no_echo_shuffle_whatever_the_placement():

@@ -1,7 +1,7 @@
 """The three private APIs (private_api.py): fails when an upgrade of Hydra, JAX or joblib moves them."""
 
 def test_hydras_parser_reads_a_command_line_as_hydra_main_does():
-    from echo_experiments.private_api import hydra_args_parser
+    from echo_experiments.core.private_api import hydra_args_parser
 
     args = hydra_args_parser().parse_args(["-m", "echo.factor=1,2", "--cfg", "job"])
     assert args.multirun and args.overrides == ["echo.factor=1,2"] and args.cfg == "job"
@@ -22,7 +22,7 @@ def test_jaxs_distributed_client_still_has_the_barrier_with_a_timeout():
 def test_joblibs_loky_backend_still_passes_an_initializer_to_its_pool():
     from joblib.parallel import BACKENDS
 
-    from echo_experiments.private_api import loky_backend
+    from echo_experiments.core.private_api import loky_backend
 
     def initializer():
         pass

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from echo_experiments.record import RecordError, RunRecord, metric_rows
+from echo_experiments.core.record import RecordError, RunRecord, metric_rows
 
 GOOD = {"workload": "w", "placement": "before_augmentation", "echo_factor": 2.0, "batch_size": 64,
         "shuffle_buffer": 1280, "seed": 3, "study": 0, "trial": 1, "tuning_seed": 0, "status": "reached_target",

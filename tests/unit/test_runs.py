@@ -3,11 +3,11 @@
 import json
 
 import pytest
-
 from conftest import compose_config
-from echo_experiments.record import RunRecord, Target
-from echo_experiments.runs import RunDir, study_best, write_atomic
-from echo_experiments.schema import ConfigError
+
+from echo_experiments.core.record import RunRecord, Target
+from echo_experiments.core.rundir import RunDir, study_best, write_atomic
+from echo_experiments.core.schema import ConfigError
 
 TARGET = Target("accuracy", 0.8, "max")
 

@@ -1,10 +1,10 @@
 """Learning-rate schedules in fresh examples (or steps): the spec from the config, and the rate at a position."""
 
 import pytest
-
 from conftest import compose_config
-from echo_experiments import optim
-from echo_experiments.specs import FRESH_EXAMPLES, STEPS, ScheduleSpec
+
+from echo_experiments.core.specs import FRESH_EXAMPLES, STEPS, ScheduleSpec
+from echo_experiments.training import optim
 
 
 def spec(*overrides):

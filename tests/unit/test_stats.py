@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from echo_experiments.report import stats
-from echo_experiments.report.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, judge
+from echo_experiments.report.verdicts.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, judge
 
 INF = math.inf
 

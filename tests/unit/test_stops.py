@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from echo_experiments.record import Target
-from echo_experiments.stops import (Budget, Divergence, Evaluation, Outcome, Pruning, Signals, Stops, TargetReached,
-                                    stop_at_startup)
+from echo_experiments.core.record import Target
+from echo_experiments.core.signals import Signals, stop_at_startup
+from echo_experiments.training.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Stops, TargetReached
 
 TARGET = Target("accuracy", 0.8, "max")
 
@@ -102,7 +102,7 @@ def test_an_error_the_start_up_stop_caused_where_python_drops_it_is_not_shown(ha
     """Raised where C code called back into Python (TensorFlow's nest, flattening in an iterator's __del__), the
     start-up handler's exception comes back as a SystemError caused by it, which Python drops: not shown (seen
     once as a traceback above the stop's one line), and the signal still reaches the loop."""
-    from echo_experiments.stops import StartupInterrupted
+    from echo_experiments.core.signals import StartupInterrupted
 
     class Iterator:
         def __del__(self):
@@ -155,7 +155,7 @@ def _as_hydra_runs(job):
 
 def _interrupted(error: Exception):
     """A step that a SIGINT interrupts and that turns the start-up handler's exception into ``error``."""
-    from echo_experiments.stops import StartupInterrupted
+    from echo_experiments.core.signals import StartupInterrupted
 
     def step(*args):
         try:
@@ -172,9 +172,9 @@ def test_a_start_up_signal_a_library_turned_into_its_own_error_ends_as_the_stop(
     AttributeError of its own, which Hydra prints and exits 1 on; interrupted while the command is planned, the
     error can be a ConfigError. The signal is what ended the command: __main__ prints the start-up line and
     exits 128 + its number."""
-    from echo_experiments import cli
-    from echo_experiments.schema import ConfigError
-    from echo_experiments.stops import StartupInterrupted, _at_startup, _held
+    from echo_experiments.cli import main as cli
+    from echo_experiments.core.schema import ConfigError
+    from echo_experiments.core.signals import StartupInterrupted, _at_startup, _held
 
     if where == "composing":
         monkeypatch.setattr(cli, "plan", lambda argv: None)
@@ -197,8 +197,13 @@ def test_a_signal_while_the_command_plans_and_composes_is_kept_until_its_job_sta
     """Raised while Hydra composes, the start-up stop can leave OmegaConf half-updated and Hydra print its error
     as a traceback (seen with a SIGINT one second after the start), so the first signal is kept until the job's
     own code runs; a second one is raised at once."""
-    from echo_experiments.stops import (StartupInterrupted, _at_startup, _held, hold_startup_signals,
-                                        release_startup_signals)
+    from echo_experiments.core.signals import (
+        StartupInterrupted,
+        _at_startup,
+        _held,
+        hold_startup_signals,
+        release_startup_signals,
+    )
 
     stop_at_startup()
     try:
@@ -217,7 +222,7 @@ def test_a_signal_while_the_command_plans_and_composes_is_kept_until_its_job_sta
 
 
 def test_without_a_start_up_signal_an_error_stays_itself(monkeypatch):
-    from echo_experiments import cli
+    from echo_experiments.cli import main as cli
 
     def bug():
         raise AttributeError("a real bug")

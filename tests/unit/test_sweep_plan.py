@@ -3,11 +3,11 @@
 import json
 
 import pytest
-
 from conftest import compose_config
-from echo_experiments import sweep
-from echo_experiments.schema import ConfigError
-from echo_experiments.sweep import Plan, check_command_line, plan, progress, run_key, time_left
+
+from echo_experiments.cli import plan as sweep_plan
+from echo_experiments.cli.plan import SweepPlan, check_command_line, plan, progress, run_key, time_left
+from echo_experiments.core.schema import ConfigError
 
 
 def test_a_sweep_of_placements_at_factor_one_makes_its_baseline_once():
@@ -44,13 +44,13 @@ def test_time_left_counts_a_resumed_job_by_the_share_of_it_this_command_trained(
 
 
 def test_each_job_adds_its_line_and_reports_the_commands_progress(tmp_path, monkeypatch):
-    current = Plan(jobs=3, started=1000.0)
-    monkeypatch.setenv(sweep.PLAN_VARIABLE, str(current.save(tmp_path)))
-    monkeypatch.setattr(sweep.time, "time", lambda: 1000.0 + 600)
+    current = SweepPlan(jobs=3, started=1000.0)
+    monkeypatch.setenv(sweep_plan.PLAN_VARIABLE, str(current.save(tmp_path)))
+    monkeypatch.setattr(sweep_plan.time, "time", lambda: 1000.0 + 600)
     assert json.loads((tmp_path / ".sweep-1000.000000.json").read_text())["jobs"] == 3
     first = progress(tmp_path / "job0", done=False, attempt_s=1.0, elapsed_s=50.0)
     assert first.endswith("1 of 3 jobs complete (1 kept from an earlier run); time left known once a job has run")
     second = progress(tmp_path / "job1", done=True, attempt_s=300.0, elapsed_s=300.0)
     assert second.endswith("2 of 3 jobs complete (1 kept from an earlier run); about 10 min left")
-    monkeypatch.delenv(sweep.PLAN_VARIABLE)
+    monkeypatch.delenv(sweep_plan.PLAN_VARIABLE)
     assert progress(tmp_path / "job2", done=True, attempt_s=1.0, elapsed_s=1.0) is None  # not in a sweep

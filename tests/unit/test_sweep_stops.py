@@ -1,4 +1,4 @@
-"""A stop signal in a sweep whose jobs run in worker processes (sweep_stops.py), in this process: the command
+"""A stop signal in a sweep whose jobs run in worker processes (worker_stops.py), in this process: the command
 waits for its jobs, a worker holds the signal between jobs."""
 
 import os
@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from echo_experiments import sweep_stops
-from echo_experiments.stops import Signals
-from echo_experiments.sweep import plan
-from echo_experiments.sweep_stops import JOBLIB_LAUNCHER, SweepStopped, Waiting, runs_in_workers
+from echo_experiments.cli import worker_stops
+from echo_experiments.cli.plan import plan
+from echo_experiments.cli.worker_stops import JOBLIB_LAUNCHER, SweepStopped, Waiting, runs_in_workers
+from echo_experiments.core.signals import Signals
 
 
 @pytest.fixture
 def handlers(monkeypatch):
     """The process's signal handlers as they were, and this process not a worker, after the test."""
     previous = {s: signal.getsignal(s) for s in Signals.SIGNALS}
-    monkeypatch.setattr(sweep_stops, "_worker", {})
+    monkeypatch.setattr(worker_stops, "_worker", {})
     yield
     for s, handler in previous.items():
         signal.signal(s, handler)
@@ -49,7 +49,7 @@ def test_the_command_passes_the_first_stop_on_to_its_workers_and_waits(handlers)
 
 
 def test_the_command_waits_for_its_jobs_only_as_long_as_the_grace(handlers, monkeypatch):
-    monkeypatch.setattr(sweep_stops, "GRACE_S", 0.3)
+    monkeypatch.setattr(worker_stops, "GRACE_S", 0.3)
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SweepStopped, match=r"^stopped by SIGTERM \(its jobs did not stop within 0 s\)"):
         with Waiting():
@@ -61,20 +61,20 @@ def test_the_command_waits_for_its_jobs_only_as_long_as_the_grace(handlers, monk
 
 
 def test_a_worker_holds_a_stop_between_jobs_and_then_starts_none(handlers):
-    assert not sweep_stops.in_worker() and sweep_stops.stopped() is None
-    sweep_stops.hold()  # joblib's initializer
-    assert sweep_stops.in_worker() and sweep_stops.stopped() is None
+    assert not worker_stops.in_worker() and worker_stops.stopped() is None
+    worker_stops.hold()  # joblib's initializer
+    assert worker_stops.in_worker() and worker_stops.stopped() is None
     os.kill(os.getpid(), signal.SIGTERM)  # this process lives on
     os.kill(os.getpid(), signal.SIGINT)
-    assert sweep_stops.stopped() == signal.SIGTERM  # the first names the stop
+    assert worker_stops.stopped() == signal.SIGTERM  # the first names the stop
 
 
 def test_a_job_stopped_in_a_worker_stops_the_worker(handlers):
-    sweep_stops.hold()
-    with sweep_stops.between_jobs():
+    worker_stops.hold()
+    with worker_stops.between_jobs():
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # the job's own handlers
-        sweep_stops.job_stopped(signal.SIGTERM)
-    assert sweep_stops.stopped() == signal.SIGTERM
+        worker_stops.job_stopped(signal.SIGTERM)
+    assert worker_stops.stopped() == signal.SIGTERM
     os.kill(os.getpid(), signal.SIGINT)  # held again after the job, not a KeyboardInterrupt
 
 
@@ -104,9 +104,9 @@ def test_workers_replaced_after_jobs_that_grow_their_memory_give_no_warning(hand
     from joblib.externals.loky import get_reusable_executor
 
     try:
-        with sweep_stops.workers_hold_signals():
+        with worker_stops.workers_hold_signals():
             pids = Parallel(n_jobs=2, backend="loky")(delayed(_grow_memory)(350) for _ in range(6))
     finally:
         get_reusable_executor().shutdown(wait=True)  # no idle worker left holding its memory for the next tests
     assert len(set(pids)) > 2  # joblib replaced workers after their jobs
-    assert not [w for w in recwarn if sweep_stops.WORKER_REPLACED in str(w.message)]
+    assert not [w for w in recwarn if worker_stops.WORKER_REPLACED in str(w.message)]

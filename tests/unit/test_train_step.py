@@ -3,12 +3,12 @@
 import jax
 import jax.numpy as jnp
 import pytest
-
 from conftest import compose_config
-from echo_experiments import optim
+
+from echo_experiments.core.specs import RunSpec
 from echo_experiments.data.sources import data_dir
-from echo_experiments.specs import RunSpec
-from echo_experiments.train_step import initial_state, learning_rates, make_train_step
+from echo_experiments.training import optim
+from echo_experiments.training.step import initial_state, learning_rates, make_train_step
 from echo_experiments.workloads import make
 
 

@@ -1,0 +1,210 @@
+"""Composing every job a command line runs, with Hydra's compose API, and Hydra's errors turned into one line.
+
+Hydra reports a composition error over several lines, and a sweep would meet a bad value only at the job that
+has it; here every job is composed (past MAX_COMBINATIONS, every condition and every value once) before any
+runs, and each error becomes a ConfigError naming the key, the value and what is allowed.
+"""
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Iterable, Optional
+
+from hydra import compose, initialize_config_module
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from echo_experiments.core import schema
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.workloads import registry
+
+CONFIG_MODULE = "echo_experiments.conf"
+# Past this many combinations each swept value is checked once, not every product.
+MAX_COMBINATIONS = 128
+# The keys that pick a tuning trial: the same condition in every trial (tuning.py).
+TRIAL_KEYS = ("tuning.study", "tuning.trial")
+
+
+@dataclass
+class Counts:
+    """What a command line runs: ``jobs`` (every combination of its swept keys) and ``conditions`` (those of the
+    keys but a tuning trial's), and for a sweep the folder its jobs go into (hydra.sweep.dir, resolved)."""
+
+    jobs: int = 1
+    conditions: int = 1
+    sweep_dir: Optional[str] = None
+    run_dir: Optional[str] = None  # one run's folder (hydra.run.dir, resolved)
+    launcher: Optional[str] = None  # a sweep's hydra.launcher._target_, and its n_jobs where it has one
+    n_jobs: Optional[int] = None
+
+
+def compose_all(overrides: list[str], multirun: bool, config_name: str = "config",
+                counts: Optional[Counts] = None) -> Iterable[DictConfig]:
+    """Compose the config of every job the command line would run (past MAX_COMBINATIONS, see _combinations),
+    filling ``counts`` (when given) with the jobs and conditions it runs. ConfigError for the first bad one."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(overrides)
+    except OverrideParseException as e:
+        raise _parse_error(e) from None
+    app = [o for o in parsed if not o.is_hydra_override()]
+    for o in app:
+        _refuse_added_key(o)
+    for o in app:  # OmegaConf would read 2 or "yes" as true: a boolean key takes true or false
+        field = registry.schema_field(o.get_key_element())
+        if (field is not None and field.metadata.get("check") is schema.boolean and not o.is_sweep_override()
+                and str(o.value()).lower() not in ("true", "false")):
+            raise ConfigError(o.get_key_element(), o.value(), field.metadata["allowed"])
+    # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
+    hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
+    with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
+        if not multirun:
+            overrides = [o.input_line for o in app] + hydra_args
+            if counts is not None:
+                counts.run_dir = str(OmegaConf.select(_compose(config_name, overrides, hydra=True), "hydra.run.dir"))
+            yield _compose(config_name, overrides)
+            return
+        sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
+        set_here = [o for o in app if not o.is_sweep_override()]
+        fixed, fixed_keys = [o.input_line for o in set_here], {o.get_key_element() for o in set_here}
+        # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps or sets the same
+        # key (Hydra's sweeper lets the command line win: `tuning.study=0` runs study 0 alone).
+        first = _compose(config_name, fixed + [f"{k}={v[0]}" for k, v in sweeps.items()] + hydra_args, hydra=True)
+        params = OmegaConf.select(first, "hydra.sweeper.params") or {}
+        for key, spec in params.items():
+            if key not in sweeps and key not in fixed_keys:
+                ov = parser.parse_override(f"{key}={spec}")
+                sweeps[key] = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [str(spec)]
+        if counts is not None:
+            counts.sweep_dir = str(OmegaConf.select(first, "hydra.sweep.dir"))
+            counts.launcher = OmegaConf.select(first, "hydra.launcher._target_")
+            counts.n_jobs = OmegaConf.select(first, "hydra.launcher.n_jobs")
+            counts.jobs = math.prod(len(v) for v in sweeps.values())
+            counts.conditions = math.prod(len(v) for k, v in sweeps.items() if k not in TRIAL_KEYS)
+        composed = 0
+        for combo in _combinations(sweeps):
+            composed += 1
+            yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo] + hydra_args)
+        if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
+            yield first
+
+
+# Free-form mappings a key may be added to with +: a user's workload's own options.
+OPEN_SECTIONS = ("workload.options.",)
+
+
+def _refuse_added_key(override) -> None:
+    """``+key=value`` adds a key Hydra would store and the run would ignore: refused unless the schema has it (a
+    group, or a free-form mapping)."""
+    if not (override.is_add() or override.is_force_add()):
+        return
+    key = override.key_or_group
+    if override.package is not None or key.startswith(OPEN_SECTIONS) or registry.schema_field(key) is not None:
+        return
+    if "." not in key and key in ("workload", "echo", "storage", "tuning", "experiment"):
+        return  # a config group
+    raise ConfigError.unknown_key(key, registry.keys_of(key.rpartition(".")[0]))
+
+
+def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:
+    """Every combination; past MAX_COMBINATIONS every condition (combination of the keys but a tuning
+    trial's) at the first trial, then each trial once, so that check_command_line finds every condition that
+    repeats another's runs; past MAX_COMBINATIONS conditions, each value once (every value is checked,
+    and only the repeats among those composed are found: the others run)."""
+    keys = list(sweeps)
+    if math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS:
+        for values in itertools.product(*(sweeps[k] for k in keys)):
+            yield list(zip(keys, values))
+        return
+    base = {k: v[0] for k, v in sweeps.items()}
+    conditions = [k for k in keys if k not in TRIAL_KEYS]
+    if math.prod(len(sweeps[k]) for k in conditions) <= MAX_COMBINATIONS:
+        for values in itertools.product(*(sweeps[k] for k in conditions)):
+            yield list({**base, **dict(zip(conditions, values))}.items())
+        rest = [k for k in keys if k in TRIAL_KEYS]
+    else:
+        yield list(base.items())
+        rest = keys
+    for k in rest:
+        for v in sweeps[k][1:]:
+            yield list({**base, k: v}.items())
+
+
+def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:
+    try:
+        return compose(config_name, overrides=overrides, return_hydra_config=hydra)
+    except MissingConfigException as e:
+        raise _missing_option(e, overrides) from None
+    except ConfigCompositionException as e:
+        raise _composition_error(e, overrides) from None
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        raise ConfigError(key, None, "", f"{key}: {_first_line(str(e))}") from None
+
+
+def _missing_option(e: MissingConfigException, overrides: list[str]) -> ConfigError:
+    group, _, option = (e.missing_cfg_file or "").rpartition("/")
+    options = ", ".join(sorted(e.options or []))
+    if not group:
+        return ConfigError("", None, "", _first_line(str(e)))
+    hint = (" (one of your own? its config folder joins the search path: 'hydra.searchpath=[file://conf]')"
+            if group in ("workload", "experiment") else "")
+    return ConfigError(group, option, f"one of {options}{hint}")
+
+
+def _composition_error(e: ConfigCompositionException, overrides: list[str]) -> ConfigError:
+    # Hydra chains OmegaConf's error as the cause, or (merging a config file) only as the context.
+    cause = e.__cause__ or e.__context__
+    key = getattr(cause, "full_key", None)
+    if not key:
+        return ConfigError("", None, "", _first_line(str(e)))
+    value = _override_value(key, overrides)
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        section = key.rpartition(".")[0]
+        # The section's own type says what it holds (a user's workload has options, a built-in one does not).
+        typed = getattr(cause, "object_type", None)
+        known = [f.name for f in fields(typed)] if is_dataclass(typed) else _known_keys(section, overrides, key)
+        error = ConfigError.unknown_key(key, known)
+        where = re.match(r"In '([^']+)'", str(e))  # the config file that holds the key, when it is one
+        return ConfigError(key, None, "", f"{error} (in {where.group(1)}.yaml)") if where else error
+    allowed = registry.allowed_for(key) or _first_line(str(cause))
+    return ConfigError(key, value, allowed)
+
+
+def _known_keys(section: str, overrides: list[str], bad_key: str) -> list[str]:
+    keys = registry.keys_of(section)
+    if keys:
+        return keys
+    # A free-form mapping (workload.model, workload.augment): list what the composed config holds.
+    rest = [o for o in overrides if _override_key(o) != bad_key]
+    try:
+        node = OmegaConf.select(compose("config", overrides=rest), section)
+    except Exception:  # noqa: BLE001 - only used to enrich the message
+        return []
+    return list(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _override_key(line: str) -> str:
+    return line.split("=", 1)[0].lstrip("+~")
+
+
+def _override_value(key: str, overrides: list[str]) -> Optional[str]:
+    for line in overrides:
+        if _override_key(line) == key and "=" in line:
+            return line.split("=", 1)[1]
+    return None
+
+
+def _parse_error(e: OverrideParseException) -> ConfigError:
+    match = re.search(r"override '([^']*)'", str(e))
+    line = match.group(1) if match else ""
+    key = _override_key(line)
+    return ConfigError(key, None, "", f"cannot parse override '{line}': write key=value, sweeps as "
+                         "key=a,b,c (see https://hydra.cc/docs/advanced/override_grammar/basic)")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "invalid config"

@@ -1,0 +1,60 @@
+"""``python -m echo_experiments.report.verdicts [RESULTS] [--readme README.md] [--details docs/reproducing.md]``:
+every claim's comparisons measured on the committed runs, judged by the written rules (claims.py), into
+RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
+table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
+(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``).
+``make figures`` runs it last.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from echo_experiments.core.rundir import write_atomic
+from echo_experiments.report.verdicts import autopilot_checks
+from echo_experiments.report.verdicts.claim_tables import (
+    claim_tables,
+    measure,
+    readme_table,
+    write_block,
+    write_readme,
+)
+from echo_experiments.report.verdicts.claims import CLAIMS
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echo_experiments.report.verdicts",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
+    parser.add_argument("--readme", type=Path, help="write the claim table into this README as well")
+    parser.add_argument("--details", type=Path, help="write each claim's table into this page as well")
+    args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        print(f"error: no such results folder: {args.results}", file=sys.stderr)
+        return 2
+    claims = measure(args.results)
+    write_atomic(args.results / "claims.csv", claims.drop(columns="link").to_csv(index=False))
+    checks = autopilot_checks.measure(args.results)
+    write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
+    try:
+        if args.readme:
+            write_readme(args.readme, readme_table(claims))
+            write_block(args.readme, autopilot_checks.BEGIN, autopilot_checks.END,
+                        autopilot_checks.readme_table(checks))
+        if args.details:
+            for claim, text in claim_tables(claims).items():
+                write_block(args.details, f"<!-- {claim}:begin -->", f"<!-- {claim}:end -->", text)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    counts = claims["verdict"].value_counts().to_dict()
+    print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
+    counts = checks["verdict"].value_counts().to_dict()
+    print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The autopilot's checks (docs/protocol.md, "The autopilot's checks"): what ``echo.factor=auto`` promises,
+measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No verdict is written by hand.
+
+- ``within``: each study's best trial (best by fresh examples to target, as every tuned comparison picks it)
+  gives a condition's seconds to target in that study; per study, the candidate's over each reference's. The
+  median of those ratios is at most ``limit`` against the fastest reference (the one it is hardest to beat:
+  the highest median ratio). Every ratio sets two runs of one study, so of one machine, against each other;
+  every trial of these sweeps runs alone, so its seconds are a timing. Met when the median is within the limit,
+  not met when it is not; the ratios' range and how many studies meet the limit are shown beside it.
+- ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
+  below ``limit``.
+
+Beside every check, a diagnostic that decides nothing: the candidate's seconds of training per fresh example over
+no echoing's in the same folder. An echoed step is free only where it runs beside the input; on a CPU-only host it
+shares the cores with the input pipeline, and this ratio shows what the copies cost the input there.
+
+A check decides nothing (inconclusive) while a condition is not yet a result, when a study's runs come from
+several CPU models, or when a study's best trial has no timing; it is "not measured" while its folder has no runs.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from echo_experiments.report import tables
+from echo_experiments.report.collect import results_trials
+from echo_experiments.report.markdown import report_link, table
+from echo_experiments.report.verdicts import evidence
+from echo_experiments.report.verdicts.claims import BASELINE, Condition
+
+MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
+AUTO = Condition("after_batching_auto", 8.0, label="auto")  # the preset's cap, echo.max_factor
+# Every fixed factor of the sweeps, e = 1 (no echoing) among them: the autopilot is checked against whichever
+# was fastest, not against echoing alone.
+STATIC = [BASELINE, *(Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0))]
+BEGIN, END = "<!-- autopilot:begin (made by make figures from results/autopilot.csv) -->", "<!-- autopilot:end -->"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    statement: str
+    folder: str  # results/<sweep>/<workload>
+    kind: str  # within, echoes
+    limit: float
+    planned: str  # the runs and hours it takes, said while the folder has none
+    candidate: Condition = AUTO
+    references: tuple[Condition, ...] = tuple(STATIC)
+
+
+CHECKS = [
+    Check("A1", "on the slow store (R about 6), at most 1.1x the seconds of the best fixed factor (e = 1 among "
+          "them)",
+          "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs one at a time, about 6.5 h"),
+    Check("A2", "under drift, faster than every fixed factor (e = 1 among them)",
+          "autopilot_cpu_drift/fashion_mnist", "within", 1.0, "60 runs one at a time, about 7 h"),
+    Check("A3", "where the input is not the bottleneck, it echoes almost nothing (below 1.1 per fresh example)",
+          "autopilot_cpu_local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
+    # Identical training timed minutes apart on this machine took 0.93-1.13 of the baseline's seconds
+    # (results/autopilot_local_cpu), so "no slower" allows that spread.
+    Check("A4", "where the input is not the bottleneck, no slower than the baseline (within 10%, the timing "
+          "spread of identical runs)", "autopilot_cpu_local/fashion_mnist", "within", 1.1,
+          "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
+]
+COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
+           "input_ratio_min", "input_ratio_max", "pace", "verdict", "reason", "evidence"]
+
+
+def measure(results: Path, checks: Optional[list[Check]] = None) -> pd.DataFrame:
+    """One row per check, with its verdict."""
+    checks = CHECKS if checks is None else checks
+    rows, read = [], results_trials(results, [check.folder for check in checks])
+    for check in checks:
+        trials = read[check.folder]
+        head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
+                "evidence": check.folder}
+        if trials is None or trials.empty:
+            rows.append({**head, "verdict": NOT_MEASURED,
+                         "reason": f"no runs in results/{check.folder} ({check.planned})"})
+        else:
+            rows.append({**head, **_input_ratio(trials), "pace": _pace(trials, check.candidate),
+                         **(_within if check.kind == "within" else _echoes)(trials, check)})
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.assign(link=[report_link(results, f) for f in table["evidence"]])
+
+
+def _input_ratio(trials: pd.DataFrame) -> dict:
+    """The regime a check ran in: R (tables.input_ratios), each study's median over its runs; the lowest and
+    highest study's. The slow store is built for R about 6, and R moves with the machine's step time, so a check
+    shows the R it was measured at."""
+    per_study = tables.input_ratios(trials).groupby(trials["study_key"]).median()
+    return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
+
+
+def _pace(trials: pd.DataFrame, candidate: Condition) -> float:
+    """The candidate's seconds per fresh example over the baseline's (tables.seconds_per_fresh), each over its runs
+    that had the machine to itself: the speedups tables' ``pace``."""
+    paces = [tables.seconds_per_fresh(rows[tables.alone(rows)])
+             for rows in (evidence.select(trials, c) for c in (candidate, BASELINE))]
+    return paces[0] / paces[1]
+
+
+def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
+    """Why a check's runs decide nothing yet, if they do not."""
+    flags = evidence.flags(trials, [evidence.select(trials, c) for c in conditions], conditions)
+    if flags["unfinished"]:
+        return f"not yet a result: {flags['unfinished']}"
+    if flags["machines"]:
+        return f"mixed machines: a study's runs come from several CPU models ({flags['machines']})"
+    return None
+
+
+def _within(trials: pd.DataFrame, check: Check) -> dict:
+    conditions = [check.candidate, *check.references]
+    seconds = tables.study_seconds(trials)
+    per_study = {str(c): evidence.per_study_seconds(seconds, c) for c in conditions}
+    candidate = per_study[str(check.candidate)]
+    # NaN where a study is untimed (the check is then untimed, below) or neither condition reached the target
+    by_reference = {str(c): evidence.per_study_ratios(candidate, per_study[str(c)], undefined=math.nan)
+                    for c in check.references}
+    reference = max(by_reference, key=lambda name: np.nan_to_num(by_reference[name].median(), nan=-math.inf))
+    ratios = by_reference[reference]
+    row = {"reference": reference, "effect": float(ratios.median()) if len(ratios) else math.nan,
+           "range_min": ratios.min(), "range_max": ratios.max(), "n_studies": len(ratios)}
+    why = _undone(trials, conditions)
+    if why is None and any(s.isna().any() for s in per_study.values()):
+        why = "untimed: a study's best trial has no run that had the machine to itself"
+    if why is not None:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    meets = int((ratios <= check.limit).sum())
+    side = "at most" if row["effect"] <= check.limit else "above"
+    return {**row, "verdict": MET if row["effect"] <= check.limit else NOT_MET,
+            "reason": f"the median per-study ratio is {side} {check.limit:g} against the fastest reference "
+                      f"({reference}); {meets} of {len(ratios)} studies are within it"}
+
+
+def _echoes(trials: pd.DataFrame, check: Check) -> dict:
+    rows = evidence.select(trials, check.candidate)
+    factors = evidence.trained_per_fresh(rows)
+    row = {"reference": "", "effect": float(np.median(factors)) if len(factors) else math.nan,
+           "range_min": factors.min(), "range_max": factors.max(), "n_studies": rows["study_key"].nunique()}
+    why = _undone(trials, [check.candidate]) or (None if len(factors) else "no trial reached the target")
+    if why is not None:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    below = factors.max() < check.limit
+    return {**row, "verdict": MET if below else NOT_MET,
+            "reason": f"{int((factors < check.limit).sum())} of {len(factors)} reached trials trained below "
+                      f"{check.limit:g} examples per fresh example"}
+
+
+def readme_table(rows: pd.DataFrame) -> str:
+    """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, what an
+    echoed step cost the input (pace), the verdict, why."""
+    out = []
+    for r in rows.itertuples():
+        measured = "-" if pd.isna(r.effect) else (
+            f"{_ratio(r.effect)} ({_ratio(r.range_min)}-{_ratio(r.range_max)})"
+            + (f" of {r.reference}" if r.reference else ""))
+        ratio = "-" if pd.isna(r.input_ratio_min) else f"{r.input_ratio_min:.1f}-{r.input_ratio_max:.1f}"
+        pace = "-" if pd.isna(r.pace) else f"{r.pace:.2f}"
+        out.append({"check": f"{r.check}: {r.statement}", "R (per study)": ratio,
+                    "measured: median (range over studies or trials)": measured,
+                    "seconds per fresh example, over no echoing's": pace,
+                    "verdict": r.verdict, "why": r.reason, "evidence": r.link})
+    return table(pd.DataFrame(out), {})
+
+
+def _ratio(value: float) -> str:
+    """A ratio for the README; infinite where the candidate did not reach the target and the reference did."""
+    return "∞" if math.isinf(value) else f"{value:.2f}"

@@ -1,0 +1,221 @@
+"""The paper's claims, each a set of comparisons on committed runs, and the verdict rules (docs/protocol.md,
+"Verdicts") that decide them. No verdict is written by hand: :func:`judge` applies the rules to the numbers.
+
+Kinds of comparison:
+
+- ``fewer``: the first condition needs fewer fresh examples to target than the second, draw by draw
+  (stats.py): the effect is the median paired ratio (first over second, below 1 = fewer);
+- ``interaction``: one paired ratio falls below another on the same draws (batch echoing's ratio to its
+  baseline at a large batch over the same at a small batch): the effect is their ratio, below 1 = the claim;
+- ``faster``: seconds to target, each study's best trial timed alone, as a speedup (reference seconds over
+  the condition's, above 1 = faster); ``paper`` is the paper's speedup where it states one;
+- ``no_loss``: the best metric within the budget, the paired difference (first minus second, in the
+  metric's better direction); the paper found no loss.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+INCONCLUSIVE, REPRODUCED, NOT_REPRODUCED = "inconclusive", "reproduced", "not reproduced"
+# The smallest saving the paper's "fewer" and "faster" claims mean: an interval that excludes a 10% saving
+# refutes them. Written down before the data (docs/protocol.md).
+MIN_SAVING = 0.10
+# A loss of the best metric smaller than this share of its value is no loss (docs/protocol.md).
+NO_LOSS_TOLERANCE = 0.01
+# Fewer draws than this (pairs where a condition reached the target; studies for seconds) decide nothing.
+MIN_DRAWS = 5
+# An effect smaller than this many evaluations is no finding on its own; a "no difference" needs evaluations
+# at least this fine (the reference's fresh examples to target over the cadence) to be seen.
+MIN_EVALUATIONS = 2
+RESOLUTION = 40
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Trials of one condition in a results folder: placement and factor (and batch size, echo shuffle)."""
+
+    placement: str
+    echo_factor: float = 2.0
+    batch_size: Optional[int] = None
+    shuffle_buffer: Optional[int] = None
+    label: str = ""
+
+    def __str__(self) -> str:
+        if self.label:
+            return self.label
+        text = "baseline" if self.placement == "none" else f"{self.placement} e={self.echo_factor:g}"
+        text += f", batch {self.batch_size}" if self.batch_size else ""
+        return text + (f", shuffle {self.shuffle_buffer}" if self.shuffle_buffer is not None else "")
+
+
+BASELINE = Condition("none", 1.0)
+
+
+@dataclass(frozen=True)
+class Successor:
+    """A sweep planned to replace a comparison's folder (a finer cadence, more studies) and what it costs to
+    run: the reporter measures the comparison on it once it has runs and, until then, says in the row that it
+    is not run and what it would cost."""
+
+    folder: str
+    cost: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    folder: str  # results/<preset>/<workload>
+    kind: str  # fewer, interaction, faster, no_loss
+    a: Condition
+    b: Condition = BASELINE
+    # interaction: a/b here over c/d (the same draws)
+    c: Optional[Condition] = None
+    d: Optional[Condition] = None
+    paper: Optional[float] = None  # the paper's value where it states one (faster: its speedup)
+    short: str = ""  # the README's name for it (where the conditions' own would be long)
+    successor: Optional[Successor] = None
+
+    @property
+    def name(self) -> str:
+        if self.kind == "interaction":
+            return f"({self.a} / {self.b}) / ({self.c} / {self.d})"
+        return f"{self.a} vs {self.b}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str  # the paper's, in a few words
+    source: str  # where the paper shows it
+    comparisons: list[Comparison] = field(default_factory=list)
+
+
+def _fig3(folder: str, augments: bool,
+          successor: Optional[Successor] = None) -> tuple[list[Comparison], list[Comparison]]:
+    """C1 and C2's comparisons in one placements folder."""
+    if augments:
+        points = ["before_augmentation", "after_augmentation", "after_batching"]
+        pairs = [("before_augmentation", "after_augmentation"), ("after_augmentation", "after_batching")]
+    else:
+        points = ["before_batching", "after_batching"]
+        pairs = [("before_batching", "after_batching")]
+    return ([Comparison(folder, "fewer", Condition(p), successor=successor) for p in points],
+            [Comparison(folder, "fewer", Condition(a), Condition(b), successor=successor) for a, b in pairs])
+
+
+FASHION = "placements_e2_fine_cpu/fashion_mnist"
+SSD = "placements_e2_cpu/ssd_fashion"
+LM = "lm_placements_e2_cpu/transformer_pydocs"
+# ssd_fashion's first sweep evaluates every 6,400 fresh examples, 12 evaluations to the baseline's target.
+SSD_FINE = Successor("ssd_placements_e2_fine_cpu/ssd_fashion",
+                     "120 runs, 5 studies, an evaluation every 1,600; 9-11 h on 2 cores")
+_c1 = {f: _fig3(f, augments, successor)
+       for f, augments, successor in ((FASHION, True, None), (SSD, True, SSD_FINE), (LM, False, None))}
+_factor = "lm_echo_factor_sweep_cpu/transformer_pydocs"
+_batch = "lm_batch_size_sweep_cpu/transformer_pydocs"
+_shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
+# The paper's mechanisms where the first sweeps lacked them: one echo shuffle at every batch size (Fig. 6's
+# example echoing) and batch-echo buffers shorter than the run (Fig. 7).
+_fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
+_short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
+# 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
+FIXED_LM = Successor("fixed_budget_rerun_cpu/transformer_pydocs",
+                     "36 runs, each study on one machine; 7-8 h on 2 cores")
+_wall = "wall_clock_cpu/fashion_mnist"
+# Its 3 studies are too few for seconds (MIN_DRAWS), and studies from another CPU model cannot be added to them.
+WALL_5 = Successor("wall_clock_5_studies_cpu/fashion_mnist",
+                   "125 runs, 5 studies, each on one machine; 13-14 h on 2 cores")
+
+
+def _at_batch(batch: int, placement: str = "after_batching") -> tuple[Condition, Condition]:
+    """e=2 at ``placement`` and its baseline, both at ``batch``."""
+    return Condition(placement, 2.0, batch), Condition("none", 1.0, batch)
+
+
+CLAIMS = [
+    Claim("C1", "echoing at e=2 needs fewer fresh examples than the baseline", "Fig. 3",
+          [c for f in _c1 for c in _c1[f][0]]),
+    Claim("C2", "before augmentation beats after; example echoing beats batch echoing", "Fig. 3",
+          [c for f in _c1 for c in _c1[f][1]]),
+    Claim("C3", "seconds to target fall with e, 3.25x at e=5 with R near 6", "Fig. 4",
+          [Comparison(_wall, "faster", Condition("before_augmentation", e), paper=3.25 if e == 5 else None,
+                      short=f"speedup e={e:g}", successor=WALL_5) for e in (2.0, 3.0, 4.0, 5.0)]),
+    Claim("C4", "the language model keeps gaining up to e of about 4-8", "Fig. 5",
+          [Comparison(_factor, "fewer", Condition(p, hi), Condition(p, lo), short=f"{name} e={hi:g}/{lo:g}")
+           for p, name in (("before_batching", "example"), ("after_batching", "batch"))
+           for lo, hi in ((2.0, 4.0), (4.0, 8.0))]),
+    Claim("C5", "batch echoing gains more at larger batch sizes; example echoing, at a fixed shuffle buffer, less",
+          "Fig. 6",
+          [Comparison(_batch, "interaction", *_at_batch(big), *_at_batch(small),
+                      short=f"batch echoing, batch {big}/{small}")
+           for big, small in ((128, 16), (64, 32))]
+          # Below 1: example echoing's ratio to its baseline is lower (it gains more) at the smaller batch.
+          + [Comparison(_fixed_shuffle, "interaction", *_at_batch(16, "before_batching"),
+                        *_at_batch(128, "before_batching"),
+                        short="example echoing, fixed shuffle, batch 16/128")]),
+    Claim("C6", "a larger shuffle buffer after the echo stage helps", "Fig. 7",
+          [Comparison(_shuffle, "fewer", Condition(p, 2.0, shuffle_buffer=1024), Condition(p, 2.0, shuffle_buffer=0),
+                      short=f"{name}, buffer 1024/0") for p, name in (("before_batching", "example"),
+                                                                     ("after_batching", "batch"))]
+          + [Comparison(_short_buffers, "fewer", Condition("after_batching", 2.0, shuffle_buffer=128),
+                        Condition("after_batching", 2.0, shuffle_buffer=0), short="batch, buffer 128/0")]),
+    Claim("C7", "echoing loses nothing of the best metric at a fixed fresh-example budget", "Table 2",
+          [Comparison("fixed_budget_cpu/fashion_mnist", "no_loss", Condition("before_augmentation")),
+           Comparison("fixed_budget_cpu/transformer_pydocs", "no_loss", Condition("before_batching"),
+                      successor=FIXED_LM)]),
+]
+
+
+def judge(kind: str, effect: dict, paper: Optional[float] = None) -> tuple[str, str]:
+    """(verdict, reason) for one comparison's numbers, by the written rules. ``effect`` holds ``low``,
+    ``high`` (the effect's bounds), ``ci_low``, ``ci_high`` (its 90% interval), ``n_draws``, the flags
+    ``unfinished``, ``off_factor`` and ``machines``, and for fresh-example effects ``evaluations`` (the effect's
+    size in evaluations) and ``resolution`` (evaluations in the reference's fresh examples to target)."""
+    if effect.get("unfinished"):
+        return INCONCLUSIVE, f"not yet a result: {effect['unfinished']}"
+    if effect.get("machines"):
+        return INCONCLUSIVE, f"mixed machines: a study's runs come from several CPU models ({effect['machines']})"
+    if effect.get("off_factor"):
+        return INCONCLUSIVE, f"confounded: {effect['off_factor']}"
+    if effect["n_draws"] < MIN_DRAWS:
+        return INCONCLUSIVE, f"too few draws: {effect['n_draws']}, at least {MIN_DRAWS} decide"
+    lo, hi = effect["ci_low"], effect["ci_high"]
+    if kind in ("fewer", "interaction"):
+        return _fewer(effect, lo, hi)
+    if kind == "faster":
+        if paper is not None:
+            if hi < paper:
+                return NOT_REPRODUCED, f"the interval lies below the paper's {paper:g}x"
+            return (REPRODUCED, f"the interval reaches the paper's {paper:g}x") if lo > 1 else (
+                INCONCLUSIVE, _would_decide(effect, 1.0))
+        if lo > 1:
+            return REPRODUCED, "the interval lies above 1"
+        if hi < 1 + MIN_SAVING:
+            return NOT_REPRODUCED, f"the interval excludes a {MIN_SAVING:.0%} speedup"
+        return INCONCLUSIVE, _would_decide(effect, 1.0)
+    tolerance = effect["tolerance"]
+    if lo > -tolerance:
+        return REPRODUCED, f"the interval lies above a loss of {tolerance:.3g}"
+    if hi < -tolerance:
+        return NOT_REPRODUCED, f"the interval lies below a loss of {tolerance:.3g}"
+    return INCONCLUSIVE, _would_decide(effect, -tolerance)
+
+
+def _fewer(effect: dict, lo: float, hi: float) -> tuple[str, str]:
+    if hi < 1 and effect["evaluations"] >= MIN_EVALUATIONS:
+        return REPRODUCED, "the interval lies below 1"
+    if hi < 1:
+        return INCONCLUSIVE, (f"under {MIN_EVALUATIONS} evaluations: below 1 by {effect['evaluations']:.2f} "
+                              "evaluations")
+    if lo > 1 - MIN_SAVING and effect["resolution"] >= RESOLUTION:
+        return NOT_REPRODUCED, f"the interval excludes a saving of {MIN_SAVING:.0%}"
+    if lo > 1 - MIN_SAVING:
+        return INCONCLUSIVE, (f"too coarse: no saving seen, but at {effect['resolution']:.0f} evaluations to the "
+                              f"reference's target (at least {RESOLUTION} needed) a smaller one cannot be")
+    return INCONCLUSIVE, _would_decide(effect, 1.0)
+
+
+def _would_decide(effect: dict, edge: float) -> str:
+    """What resolution would decide: the interval spans ``edge``; halving its width takes about 4x the draws."""
+    lo, hi, n = effect["ci_low"], effect["ci_high"], effect["n_draws"]
+    return (f"interval spans {edge:g}: [{lo:.3g}, {hi:.3g}]; about {4 * n} draws (4x these {n}) would halve "
+            "its width")

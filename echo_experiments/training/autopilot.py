@@ -1,0 +1,227 @@
+"""The echo autopilot (``echo.factor=auto``): the echo factor follows the input while training.
+
+A fixed factor is chosen before training, for one ratio R of upstream to downstream time; R moves during a
+run (shared storage, the network, other work on the host). The autopilot decides at every step instead:
+
+- when the input has a fresh batch ready, the trainer gets it;
+- when it has none and the step in flight is done (the accelerator would now wait), the trainer gets a batch
+  of copies of recent fresh data, the least-copied;
+- nothing trained more than ``max_factor`` times (its copies included): past that the trainer waits.
+
+So the accelerator is idle only where the cap says so, and no copy is made that the input could have
+replaced. The schedule, budget and evaluations are in fresh examples and fresh examples are counted from read
+ids, so a factor that changes from step to step leaves all of them exact. The decisions follow the clock:
+two runs of one config train on the same fresh examples in the same order but copy different ones. What a copy
+holds is fixed by the decisions before it (ties are broken by a draw keyed by the copy's index), so a run that
+makes a recorded run's decisions again (``echo.replay``: decisions.py) trains as it did.
+
+The decisions are made in the trainer, which sees both the input and the accelerator; what a copy holds
+depends on the placement:
+
+- after batching (E3): a whole recent batch, unshuffled, as in batch echoing (:class:`BatchCopies`);
+- before batching (E2, after augmentation): examples of the recent batches, mixed across them
+  (:class:`ExampleCopies`), which is what the shuffle after example echoing is for;
+- before augmentation (E1): the same, from the batches as read, each batch augmented as it is delivered, a
+  copy anew (the stream leaves the augmentation to the autopilot: data/stream.py).
+"""
+
+import collections
+import concurrent.futures
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from echo_experiments.core.placement import EchoSpec
+from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.data import stream
+from echo_experiments.training.decisions import COPY, FRESH, RESUMED, Decisions, Replay
+from echo_experiments.training.waits import Batches
+
+# The recent fresh batches a copy is drawn from: copies of one batch spread over a few steps.
+RECENT = 4
+Batch = dict[str, np.ndarray]
+
+
+class BatchCopies:
+    """Copies of whole batches (after batching): the least-copied of the recent ones, the newest among equals."""
+
+    def __init__(self, max_factor: float, recent: int = RECENT):
+        self.max_factor = max_factor
+        self.recent: collections.deque[list] = collections.deque(maxlen=recent)  # [batch, copies made of it]
+
+    def add(self, batch: Batch) -> None:
+        self.recent.append([batch, 0])
+
+    def candidate(self) -> Optional[list]:
+        """The batch to copy next if one more copy keeps it within ``max_factor`` trainings; None if none does."""
+        open_items = [item for item in self.recent if item[1] + 2 <= self.max_factor]
+        if not open_items:
+            return None
+        fewest = min(copies for _, copies in open_items)
+        return next(item for item in reversed(open_items) if item[1] == fewest)
+
+    def take(self, item: list, index: int) -> Batch:
+        item[1] += 1
+        return dict(item[0])
+
+    def clear(self) -> None:
+        self.recent.clear()
+
+
+class ExampleCopies:
+    """Copies of examples (before batching): a batch of the least-copied examples of the recent batches, in a
+    random order among equals, so an example's copies land among other batches' examples, never beside
+    themselves."""
+
+    def __init__(self, max_factor: float, seed: int, recent: int = RECENT):
+        self.max_factor = max_factor
+        self.batches: collections.deque[Batch] = collections.deque(maxlen=recent)
+        self.counts: collections.deque[np.ndarray] = collections.deque(maxlen=recent)  # copies made of each example
+        self.seed = seed
+
+    def add(self, batch: Batch) -> None:
+        self.batches.append(batch)
+        self.counts.append(np.zeros(len(batch["read_id"]), np.int64))
+
+    def candidate(self) -> Optional[np.ndarray]:
+        """The examples (positions among the recent batches') that can take one more copy within ``max_factor``
+        trainings; None if fewer than a batch can."""
+        if not self.batches:
+            return None
+        open_items = np.flatnonzero(np.concatenate(self.counts) + 2 <= self.max_factor)
+        return open_items if len(open_items) >= len(self.counts[-1]) else None
+
+    def take(self, open_items: np.ndarray, index: int) -> Batch:
+        """The ``index``-th copy batch: the least-copied of ``open_items``, ties in an order drawn from the
+        seed and ``index`` alone, so what a copy holds follows from the decisions before it."""
+        copied = np.concatenate(self.counts)
+        tie_break = np.random.default_rng((self.seed, index)).random(len(open_items))
+        chosen = open_items[np.lexsort((tie_break, copied[open_items]))[:len(self.counts[-1])]]
+        start = 0
+        for counts in self.counts:
+            mine = chosen[(chosen >= start) & (chosen < start + len(counts))] - start
+            counts[mine] += 1
+            start += len(counts)
+        return {key: np.concatenate([batch[key] for batch in self.batches])[chosen] for key in self.batches[0]}
+
+    def clear(self) -> None:
+        self.batches.clear()
+        self.counts.clear()
+
+
+class Autopilot:
+    """Batches from ``batches`` (one read always in flight), with copies from ``copies`` in the input's gaps:
+    see the module. ``augment(batch, key)``, where given, augments every batch as it is delivered (a fresh one
+    on the reading thread, keyed by its fresh index; a copy keyed by its copy index, negated). ``saved``: the
+    state a checkpoint holds (:meth:`state`), to go on from; ``replay``: recorded decisions to make again."""
+
+    def __init__(self, batches: Batches, copies: BatchCopies | ExampleCopies, saved: Optional[dict] = None,
+                 augment: Optional[Callable[[Batch, int], Batch]] = None, replay: Optional[Replay] = None):
+        saved = saved or {}
+        self.batches, self.pool, self.augment, self.replay = batches, copies, augment, replay
+        self.fresh_items, self.copies = saved.get("fresh_batches", 0), saved.get("copies", 0)
+        self.decisions = Decisions(saved.get("decisions"))
+        if saved:  # resumed: the batch read ahead at the save is dropped, and the copies start over
+            self.decisions.add(RESUMED)
+        if replay is not None:
+            replay.seek(self.fresh_items + self.copies)
+        self._pending: Optional[concurrent.futures.Future] = None
+        # Waits for the step in flight beside the read: no polling, which would take the GIL from the input.
+        self._watch = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="autopilot_step")
+
+    def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> Batch:
+        """The next batch: fresh when one is ready, else a copy once ``running`` (the step in flight, a JAX
+        array; None: none) is done, else the next fresh one when it comes; or as the replayed record says.
+        ``between`` as for Batches.next."""
+        if self._pending is None:
+            self._pending = self._read()
+        planned = self._planned(between)
+        if planned is None:
+            candidate = self._by_clock(running)
+        elif planned == COPY:
+            candidate = self.pool.candidate()
+            if candidate is None:
+                raise self.replay.mismatch(self.fresh_items + self.copies)
+        else:
+            candidate = None
+        if candidate is not None:
+            self.copies += 1
+            self.decisions.add(COPY)
+            copy = self.pool.take(candidate, self.copies)
+            return self.augment(copy, -self.copies) if self.augment else copy
+        read, batch = self.batches.result(self._pending, between)
+        self.fresh_items += 1
+        self.decisions.add(FRESH)
+        self._pending = self._read()
+        self.pool.add(read)
+        return dict(batch)
+
+    def _by_clock(self, running: Any) -> Any:
+        """What to copy now (None: nothing, take the fresh batch): a candidate while no fresh batch is ready and
+        the step in flight is done; while both are busy, whichever is done first decides."""
+        candidate = None if self._pending.done() else self.pool.candidate()
+        if candidate is not None and running is not None and not running.is_ready():
+            step_done = self._watch.submit(running.block_until_ready)
+            concurrent.futures.wait([self._pending, step_done], timeout=self.batches.timeout_s,
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            candidate = None if self._pending.done() else candidate
+        return candidate
+
+    def _planned(self, between: Callable[[], None]) -> Optional[str]:
+        """The replayed record's next decision (None: the clock's), after the resumptions it records: each drops
+        the batch read ahead and starts the copies over, as the recorded run's resumption did."""
+        planned = self.replay.next() if self.replay is not None else None
+        while planned == RESUMED:
+            self.batches.result(self._pending, between)
+            self.pool.clear()
+            self.decisions.add(RESUMED)
+            self._pending = self._read()
+            planned = self.replay.next()
+        return planned
+
+    def _read(self) -> concurrent.futures.Future:
+        """The next fresh batch as read and as trained (augmented here where the autopilot augments, keyed by its
+        index among the fresh batches: as the stream keys its chunks, so without copies the batches are the
+        stream's own where a batch is one chunk)."""
+        index, augment = self.fresh_items, self.augment
+        return self.batches.submit_next(lambda read: (read, augment(read, index) if augment else read))
+
+    @property
+    def delivered_per_fresh(self) -> float:
+        """Batches handed to the trainer per fresh batch, so far."""
+        return (self.fresh_items + self.copies) / self.fresh_items if self.fresh_items else 1.0
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the autopilot: its counts and decisions so far."""
+        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs}
+
+    def settle(self) -> None:
+        """Wait for the read in flight (within the timeout), so the iterator is idle and can be saved. The batch
+        it read stays for the next step; after a resume from this save it is never trained (nor counted)."""
+        if self._pending is not None:
+            self.batches.result(self._pending)
+
+    def close(self) -> None:
+        self._watch.shutdown(wait=True)
+        self.batches.close()
+
+
+def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
+    """What the autopilot's copies hold at ``echo``'s placement, capped at its factor (echo.max_factor): whole
+    batches after batching, else examples."""
+    return BatchCopies(echo.factor) if echo.placement.echoes_batches else ExampleCopies(echo.factor, seed)
+
+
+def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
+                   replay: Optional[Replay]) -> Batches | Autopilot:
+    """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
+    from ``saved`` (its state in a checkpoint; empty: from the start)."""
+    if not pipeline.echo.auto:
+        return batches
+    return Autopilot(batches, copies_for(pipeline.echo, pipeline.seed), saved,
+                     stream.augment_batches(workload, pipeline), replay)
+
+
+def autopilot_state(inputs: Any) -> dict[str, Any]:
+    """The autopilot's state for a checkpoint; empty for plain batches."""
+    return inputs.state() if isinstance(inputs, Autopilot) else {}

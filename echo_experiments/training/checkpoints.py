@@ -1,0 +1,149 @@
+"""Checkpoints that survive preemption, through Orbax's own CheckpointManager.
+
+One Orbax step holds three items, written together and committed atomically by Orbax (a step folder
+exists only once complete; ``max_to_keep`` removes old ones):
+
+- ``state``: the train state (params, model state, optimizer state, step, RNG), saved asynchronously: the
+  arrays are copied to the host before ``save`` returns and written while training goes on;
+- ``loop``: the loop's counters (evaluation cadence, time so far, target bookkeeping), as JSON;
+- ``input``: the input pipeline's position, one folder per process: tf.data's own iterator checkpoint (its
+  place in the data, shuffle buffers, the echo stage) and the read ids already trained on. Only this part
+  is written by TensorFlow, through the small handler below.
+
+Restoring all three gives the same stream of batches and the same fresh-example count as if the run had
+never stopped.
+"""
+
+import dataclasses
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import tensorflow as tf
+from etils import epath
+
+from echo_experiments.core.schema import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+# Read by tensorflow.python.eager.context.async_wait (ParameterServerStrategy sets it too).
+SKIP_ASYNC_WAIT = "TF_PS_DISABLE_ASYNC_EXECUTOR_GLOBALLY"
+
+
+class InputHandler(ocp.CheckpointHandler):
+    """Orbax handler for one process's input state: tf.data iterator + seen read ids."""
+
+    def __init__(self) -> None:
+        self._iterator: Any = None
+        self._checkpoint: Optional[tf.train.Checkpoint] = None
+
+    def _for(self, iterator: Any) -> tf.train.Checkpoint:
+        # One tf.train.Checkpoint per iterator: a new one would trace its save function again at every save.
+        if iterator is not self._iterator:
+            self._iterator, self._checkpoint = iterator, tf.train.Checkpoint(iterator=iterator)
+        return self._checkpoint
+
+    def save(self, directory: epath.Path, args: "InputSave") -> None:
+        # tf.train.Checkpoint.write ends with context.async_wait(), which syncs every eager executor in the
+        # process while the input pipeline's threads go on running py_function calls (emulated and HTTP
+        # storage, the tokenizer), and that sync can abort the process (sync_executors with a py_function
+        # mid-call in another thread). Nothing here runs eager ops asynchronously, so the wait has nothing to
+        # wait for: TensorFlow's own switch skips it.
+        os.environ[SKIP_ASYNC_WAIT] = "True"
+        folder = epath.Path(directory) / f"process_{jax.process_index()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._for(args.iterator).write(str(folder / "iterator"))
+        seen = np.asarray(args.seen, bool)
+        np.savez(str(folder / "seen.npz"), bits=np.packbits(seen), size=seen.size)
+
+    def restore(self, directory: epath.Path, args: "InputRestore") -> np.ndarray:
+        folder = epath.Path(directory) / f"process_{jax.process_index()}"
+        self._for(args.iterator).read(str(folder / "iterator")).assert_consumed()
+        with np.load(str(folder / "seen.npz")) as saved:
+            return np.unpackbits(saved["bits"], count=int(saved["size"])).astype(bool)
+
+    def metadata(self, directory: epath.Path) -> None:
+        return None
+
+
+@ocp.args.register_with_handler(InputHandler, for_save=True)
+@dataclasses.dataclass
+class InputSave(ocp.args.CheckpointArgs):
+    iterator: Any
+    seen: np.ndarray
+
+
+@ocp.args.register_with_handler(InputHandler, for_restore=True)
+@dataclasses.dataclass
+class InputRestore(ocp.args.CheckpointArgs):
+    iterator: Any
+
+
+def exist(directory: Path | str) -> bool:
+    """Whether ``directory`` (a run's checkpoints folder) holds a complete checkpoint to resume from."""
+    return bool(ocp.utils.checkpoint_steps(Path(directory)))
+
+
+class Checkpoints:
+    def __init__(self, directory: Path | str, keep: int = 2):
+        self.directory = Path(directory).absolute()
+        self.manager = ocp.CheckpointManager(
+            Path(directory).absolute(),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
+            item_handlers={"state": ocp.StandardCheckpointHandler(), "loop": ocp.JsonCheckpointHandler(),
+                           "input": InputHandler()})
+
+    def latest(self) -> Optional[int]:
+        """The newest complete checkpoint's step, or None."""
+        return self.manager.latest_step()
+
+    def steps(self) -> list[int]:
+        """Every complete checkpoint's step, newest first: those the manager reads, and the folders of complete
+        ones it cannot (a damaged checkpoint must be said, not passed over as if the run had none)."""
+        folders = self.directory.iterdir() if self.directory.is_dir() else ()
+        return sorted(set(self.manager.all_steps()) | {int(p.name) for p in folders if p.name.isdigit()}, reverse=True)
+
+    def discard(self, step: int) -> None:
+        """Delete a checkpoint that cannot be read (so the run's next saves follow the one it resumed from)."""
+        if step in self.manager.all_steps():
+            self.manager.delete(step)
+        else:
+            shutil.rmtree(self.directory / str(step), ignore_errors=True)
+
+    def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any]) -> None:
+        """Save; returns once the input's state is written and the train state copied off the device."""
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), loop=ocp.args.JsonSave(loop), input=InputSave(iterator, seen)))
+
+    def restore(self, step: int, state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
+        """(train state shaped and sharded like ``state``, the seen read ids, the loop's counters); the
+        iterator is restored in place."""
+        restored = self.manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(state), loop=ocp.args.JsonRestore(), input=InputRestore(iterator)))
+        return restored["state"], restored["input"], dict(restored["loop"])
+
+    def restore_newest(self, steps: list[int], state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
+        """:meth:`restore` of the newest readable checkpoint of ``steps`` (newest first); a damaged one is said,
+        deleted, and the one before it tried. ConfigError when none can be read."""
+        for step in steps:
+            try:
+                return self.restore(step, state, iterator)
+            except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                log.warning("the checkpoint at step %d in %s cannot be read (%s): deleted; trying the one before",
+                            step, self.directory, why)
+                self.discard(step)
+        raise ConfigError("trainer.restart", False, "", (
+            f"no checkpoint in {self.directory} can be read (steps {', '.join(map(str, steps))}, each damaged): "
+            "add trainer.restart=true to start this run over"))
+
+    def close(self) -> None:
+        """Wait for the last save to be committed, then release the manager's threads."""
+        self.manager.wait_until_finished()
+        self.manager.close()

@@ -1,0 +1,97 @@
+"""Data parallelism with JAX's sharding: one mesh axis ``data`` over every device of every process.
+
+The global batch (``workload.batch_size``) is split over the devices; parameters and optimizer state are
+replicated, so a step on several devices computes what one device would (up to the order of float sums).
+With several processes (``trainer.distributed=true``, after ``jax.distributed.initialize()``, which reads
+SLURM, Open MPI or TPU settings), each process reads its own shard of the input, echoes it on its own, and
+the fresh-example counts are summed across processes.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from echo_experiments.core.private_api import wait_at_barrier
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.specs import ParallelSpec
+from echo_experiments.data.stream import Host
+
+
+@dataclass(frozen=True)
+class Parallel:
+    mesh: jax.sharding.Mesh
+    host: Host
+
+    @property
+    def batch(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec("data"))
+
+    @property
+    def replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    @property
+    def devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def writes_run_dir(self) -> bool:
+        """Of several processes, the first alone writes the run directory (and holds its lock)."""
+        return self.host.index == 0
+
+    def put_batch(self, local_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """A global batch sharded over the devices, from this process's part of it."""
+        if self.host.count == 1:
+            return jax.device_put(local_batch, self.batch)
+        return {k: jax.make_array_from_process_local_data(self.batch, v) for k, v in local_batch.items()}
+
+    def put_scalar(self, value: int) -> jax.Array:
+        """An int32 scalar replicated on every device (the same value on every process)."""
+        return jax.device_put(np.int32(value), self.replicated)
+
+    def barrier(self, name: str, timeout_s: float) -> None:
+        """Wait until every process gets here (at most ``timeout_s``; see private_api.wait_at_barrier)."""
+        if self.host.count > 1:
+            wait_at_barrier(name, timeout_s)
+
+    def total(self, count: int) -> int:
+        """A per-process count summed over the processes."""
+        if self.host.count == 1:
+            return count
+        from jax.experimental import multihost_utils
+
+        return int(np.sum(multihost_utils.process_allgather(np.asarray(count, np.int64))))
+
+
+_initialized = False
+
+
+def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
+    """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
+    global _initialized
+    if spec.distributed and not _initialized:
+        # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        timeout = spec.timeout_s
+        jax.distributed.initialize(spec.coordinator_address, spec.num_processes, spec.process_id,
+                                   initialization_timeout=timeout, heartbeat_timeout_seconds=timeout)
+        _initialized = True
+    devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]
+    if batch_size % len(devices):
+        raise ConfigError("workload.batch_size", batch_size,
+                          f"a multiple of the {len(devices)} devices it is split over (or trainer.data_parallel=false)")
+    mesh = jax.make_mesh((len(devices),), ("data",), axis_types=(jax.sharding.AxisType.Auto,), devices=devices)
+    return Parallel(mesh, Host(jax.process_index(), jax.process_count()))
+
+
+def use_compilation_cache(directory: Optional[str]) -> None:
+    """JAX's persistent compilation cache in ``directory`` (None: off), for every program: on a CPU even the
+    small ones take a second to compile, and a sweep's trials and a test session compile the same ones."""
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)

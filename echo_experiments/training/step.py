@@ -1,0 +1,70 @@
+"""The train step: a pure function of the train state, a batch and the learning rate, compiled once per run,
+and the state it starts from.
+
+The learning rate is the schedule's at the run's position (fresh examples trained on before the batch, or
+steps), so a schedule in fresh examples gives every echo factor the same rate at the same count of fresh
+examples. The schedule is compiled on its own and its rate passed into the step, and the other searched
+hyperparameters are in the optimizer's state (optim.py): no searched value is a constant of the step, so the
+trials of a search share its compiled program (and JAX's compilation cache).
+"""
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from echo_experiments.training import optim
+
+
+@flax.struct.dataclass
+class TrainState:
+    step: jax.Array
+    params: Any
+    model_state: Any
+    opt_state: Any
+    rng: jax.Array
+
+
+def _cast(tree: Any, dtype: Any) -> Any:
+    return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
+
+
+def learning_rates(schedule: optim.Schedule, sharding: Any = None):
+    """The schedule compiled on its own: ``position -> learning rate`` (float32), the rate the step takes."""
+    return jax.jit(lambda position: jnp.asarray(schedule(position), jnp.float32), out_shardings=sharding)
+
+
+def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
+    """The pure step ``(state, batch, learning_rate) -> (state, loss)``, the rate the schedule's at the run's
+    place in it (:func:`learning_rates`). Under mixed precision the model computes in ``compute_dtype`` while
+    parameters, optimizer state and model state stay float32."""
+
+    def train_step(state: TrainState, batch: dict[str, jax.Array],
+                   learning_rate: jax.Array) -> tuple[TrainState, jax.Array]:
+        rng = jax.random.fold_in(state.rng, state.step)
+
+        def loss_fn(params):
+            return workload.loss(_cast(params, compute_dtype), state.model_state, batch, rng)
+
+        (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        model_state = jax.tree.map(lambda new, old: new.astype(old.dtype), model_state, state.model_state)
+        opt_state = optim.with_learning_rate(state.opt_state, learning_rate)
+        updates, opt_state = tx.update(grads, opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return state.replace(step=state.step + 1, params=params, model_state=model_state, opt_state=opt_state), loss
+
+    return train_step
+
+
+def initial_state(workload: Any, tx: optax.GradientTransformation, seed: int, sharding: Any) -> TrainState:
+    """Parameters, model and optimizer state from ``seed``, made by one compiled program (op by op, each
+    leaf of the optimizer state would be a program of its own to compile)."""
+
+    def init(seed: jax.Array) -> TrainState:
+        init_rng, step_rng = jax.random.split(jax.random.PRNGKey(seed))
+        params, model_state = workload.init(init_rng)
+        return TrainState(jnp.zeros((), jnp.int32), params, model_state, tx.init(params), step_rng)
+
+    return jax.jit(init, out_shardings=sharding)(seed)

@@ -1,0 +1,143 @@
+"""Where the time goes: upstream (input pipeline) vs downstream (train step), their ratio R, and the echo
+factor it suggests (``python -m echo_experiments.profile [overrides]`` prints them for a config).
+
+- upstream_s_per_batch: seconds per batch of the real input pipeline (storage included, no echoing),
+  pulled with nothing downstream;
+- downstream_s_per_step: seconds per train step of the real model on one cached batch;
+- R = upstream / downstream: with e <= R the extra steps of echoing cost no time (the paper's model:
+  time per upstream step = max(t_upstream, e * t_downstream));
+- accelerator_idle_fraction: of a normal run's time after its first batch (once the shuffle buffer is
+  full; ``startup_s`` is the time before it), the part spent neither in train steps nor in evaluation:
+  1 - (steps * downstream_s_per_step + eval_time_s) / (elapsed_s - startup_s);
+- other_cores: the mean number of cores that other processes kept busy while the run trained (OtherWork). A
+  timed run that shared the machine measured the other work too (docs/protocol.md: such runs do not count).
+
+Every run measures the first two before it trains and writes all of them into its summary.json.
+"""
+
+import gc
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import jax
+import numpy as np
+import psutil
+
+from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.data import stream
+
+
+@dataclass(frozen=True)
+class Timing:
+    upstream_s_per_batch: float
+    downstream_s_per_step: float
+
+    @property
+    def ratio(self) -> float:
+        return self.upstream_s_per_batch / self.downstream_s_per_step
+
+    def recommended_echo_factor(self) -> float:
+        """The largest e <= R (two decimals), at least 1: the most echoing that is still free."""
+        return max(1.0, float(np.floor(self.ratio * 100) / 100))
+
+    def predicted_speedup(self, factor: float) -> float:
+        """Seconds to target without echoing over with it at ``factor``, if every echoed example were worth a
+        fresh one (the paper's model): max(1, min(e, R)). The measured fresh-example ratio says how much less."""
+        return max(1.0, min(factor, self.ratio))
+
+    def advice(self, other_cores: Optional[float] = None, busy: float = 0.2) -> str:
+        """What to do with the numbers, in words; a warning when other processes kept more than ``busy`` cores
+        busy while they were measured (R moves with the machine's load)."""
+        if self.ratio < 1:
+            text = (f"advice: not input-bound (R = {self.ratio:.2f} < 1): the step, not the input, is the "
+                    "bottleneck, so echoing will not save time")
+        else:
+            text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g} "
+                    "(or let the autopilot follow the input: echo=after_batching echo.factor=auto) and compare seconds "
+                    "(and fresh examples) to target with the baseline on the same fresh-example schedule "
+                    "(python -m echo_experiments.compare does; docs/your-model.md)")
+        if other_cores is not None and other_cores > busy:
+            text += (f"\nwarning: other processes kept {other_cores:.2f} cores busy while this measured: R moves "
+                     "with the machine's load; measure again when it is idle")
+        return text
+
+    def idle_fraction(self, steps: int, elapsed_s: float, busy_s: float = 0.0) -> float:
+        """Of ``elapsed_s``, the share neither in train steps nor in other accelerator work (``busy_s``)."""
+        if elapsed_s <= 0:
+            return 0.0
+        return float(min(1.0, max(0.0, 1 - (steps * self.downstream_s_per_step + busy_s) / elapsed_s)))
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "upstream_downstream_ratio": self.ratio,
+                "recommended_echo_factor": self.recommended_echo_factor()}
+
+
+class OtherWork:
+    """CPU seconds the rest of the machine used since this was made: the machine's busy CPU time (psutil, all but
+    idle and I/O wait; steal included, a hypervisor's other guests slow a run as much) less this process's own
+    (its threads and the children it has reaped). ``carried_s`` is what an earlier part of a resumed run used."""
+
+    def __init__(self, carried_s: float = 0.0):
+        self.carried_s = carried_s
+        self._began = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float]:
+        machine = psutil.cpu_times()
+        fields = machine._asdict()
+        # On Linux guest time is already inside user and nice time: counting it again would invent work.
+        busy = sum(fields.values()) - sum(fields.get(k, 0.0) for k in ("idle", "iowait", "guest", "guest_nice"))
+        own = psutil.Process().cpu_times()
+        return busy, own.user + own.system + own.children_user + own.children_system
+
+    def seconds(self) -> float:
+        busy, own = self._sample()
+        # Clipped at 0: the machine's counters tick in 10 ms steps, this process's in finer ones.
+        return self.carried_s + max(0.0, (busy - self._began[0]) - (own - self._began[1]))
+
+
+def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_seconds: float = 2.0,
+                         pull: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> float:
+    """Mean seconds per batch of an input stream after ``warmup`` batches (the shuffle buffer fills), over at
+    least ``n`` batches and ``min_seconds``: packing text delivers thousands of sequences in a burst, and
+    batches that piled up in prefetch buffers must not pass for the pipeline's rate. ``pull`` makes each call
+    into the stream (the trainer's bounds it by data.timeout_s)."""
+    for _ in range(warmup):
+        pull(batches.__next__)
+    began = time.perf_counter()
+    count = 0
+    while count < n or time.perf_counter() - began < min_seconds:
+        pull(batches.__next__)
+        count += 1
+    return (time.perf_counter() - began) / count
+
+
+def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup: int = 2, blocks: int = 5) -> float:
+    """Seconds per train step on one cached batch: the median over ``blocks`` blocks of ``n`` steps (step
+    times on a shared CPU vary by 10-20% from block to block). The step donates its state: a copy is used."""
+    state = jax.tree.map(lambda x: x.copy(), state)
+    for _ in range(warmup):
+        state, loss = step(state, batch)
+    jax.block_until_ready(loss)
+    times = []
+    for _ in range(blocks):
+        began = time.perf_counter()
+        for _ in range(n):
+            state, loss = step(state, batch)
+        jax.block_until_ready(loss)
+        times.append((time.perf_counter() - began) / n)
+    return float(np.median(times))
+
+
+def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: Callable, state: Any,
+            n: int, pull: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> Timing:
+    """Both rates for a run: its pipeline through ``store`` without echoing, and the compiled step; ``pull``
+    makes each call into the pipeline (see upstream_s_per_batch)."""
+    batches = stream.build(workload, pipeline.without_echo(), store=store, host=host).as_numpy_iterator()
+    up = upstream_s_per_batch(batches, n, pull=pull)
+    batch = pull(batches.__next__)
+    batch.pop("read_id")
+    del batches  # stops the pipeline's threads, which would otherwise share the cores with the timed steps
+    gc.collect()
+    return Timing(up, downstream_s_per_step(step, state, batch, n))

@@ -1,0 +1,387 @@
+"""The training loop: SGD steps until a stop rule (stops.py) ends the run.
+
+The budget (``trainer.max_fresh_examples``), the evaluation cadence (``trainer.eval_every_fresh_examples``)
+and the learning-rate schedule (optim.py) are in fresh examples, so every echo factor is given the same
+schedule, budget and measurement resolution in the paper's cost unit; echoing at factor e simply takes e
+times the steps. The loop reads a device value only at evaluations and checkpoints: the steps in between run
+asynchronously. What each of its times counts is written in clocks.py.
+
+A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or every
+``trainer.checkpoint_every_steps``) and when a signal stops it; started again in the same directory after
+being killed, it resumes from the last checkpoint and ends as it would have without the interruption.
+"""
+
+import logging
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from echo_experiments.core import machine
+from echo_experiments.core.record import RunRecord, jsonable
+from echo_experiments.core.rundir import DiskFull, RunDir, study_best
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.signals import Interrupted, Signals, StartupInterrupted, stop_if_signalled_at_startup
+from echo_experiments.core.specs import RunSpec
+from echo_experiments.data import closing, stream
+from echo_experiments.data.echo import FreshCounter
+from echo_experiments.data.sources import data_dir
+from echo_experiments.data.storage import Store
+from echo_experiments.training import decisions, optim, parallel, timing, tuning
+from echo_experiments.training.autopilot import Autopilot, autopilot_state, trainer_inputs
+from echo_experiments.training.checkpoints import Checkpoints
+from echo_experiments.training.checkpoints import exist as checkpoints_exist
+from echo_experiments.training.clocks import Clocks, ClockState
+from echo_experiments.training.events import Events
+from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_train_step
+from echo_experiments.training.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Stops, TargetReached
+from echo_experiments.training.waits import Batches, InputLost, PeerLost, input_source
+from echo_experiments.workloads import make
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "learning_rates",
+           "make_train_step", "run"]
+
+
+def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
+    """Validate the config, train (resuming from a checkpoint in ``out_dir`` if there is one), and write the
+    run directory. Returns the run's record.
+
+    The config is turned into specs here, once; below this function library code takes the specs. Raises
+    ConfigError for a bad value and DataMissing for an absent data set before training starts.
+    """
+    cfg = tuning.run_config(cfg)
+    spec = RunSpec.from_config(cfg)
+    parallel.use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
+    run_dir = RunDir(out_dir).hold() if mesh.writes_run_dir else RunDir(out_dir)
+    try:
+        return _run(cfg, spec, run_dir, mesh)
+    except (KeyboardInterrupt, SystemExit, StartupInterrupted):  # none an Exception: _run lets them through
+        log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
+        raise
+    finally:
+        run_dir.release()
+
+
+def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Parallel) -> RunRecord:
+    writer = mesh.writes_run_dir
+    done = run_dir.begin(cfg, checkpoints_exist(run_dir.path / "checkpoints"), writer)
+    if done is not None:
+        return done
+    workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[spec.trainer.precision])
+    head = {**_identity(cfg, spec), "target": workload.target}
+    # A trial of a study stops once it can no longer be the study's best (its siblings in the sweep directory).
+    best = (lambda: study_best(run_dir.path.parent, head, workload.target)) if spec.trainer.prune else None
+    hparams = ({**head, "target": workload.target.as_dict(), **tuning.searched_values(cfg)}
+               if spec.trainer.tensorboard and writer else None)
+    checkpoints = Checkpoints(run_dir.path / "checkpoints") if spec.trainer.checkpoints else None
+    if writer and (checkpoints is None or checkpoints.latest() is None):
+        run_dir.start(cfg)
+    try:
+        if spec.pipeline.service:
+            stream.check_service(spec.pipeline.service, spec.trainer.timeout_s)
+        with Store(cfg.storage, workload.train_source) as store:
+            batches = stream.build(workload, spec.pipeline, store=store, host=mesh.host)
+            trainer = Trainer(spec, workload, run_dir, mesh, batches, store, checkpoints, best, hparams,
+                              input_source(cfg))
+            record = RunRecord(**head, **jsonable(trainer.fit()))
+            if writer:
+                run_dir.write_summary(record)
+                trainer.close_events(record)
+            trainer.close_input()
+    except (ConfigError, Interrupted, InputLost, DiskFull):  # the command line says what happened and what to do
+        raise
+    except Exception as e:
+        stop_if_signalled_at_startup()  # the start-up stop, turned into another error on its way
+        if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
+            raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
+                           "the run keeps its last complete checkpoint; free space and run the same command to "
+                           "resume") from None
+        if writer:
+            run_dir.write_summary(_failed(head, e))
+        if mesh.host.count > 1 and isinstance(e, jax.errors.JaxRuntimeError):
+            raise PeerLost(f"process {mesh.host.index} of {mesh.host.count} lost its peers "
+                           f"({str(e).strip().splitlines()[0][:200]}): check the other processes' logs; the run "
+                           "keeps its last checkpoint: run the same command on every process to resume") from e
+        raise
+    return record
+
+
+def _identity(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
+    """What the run is: its condition (the effective pipeline: factor 1 has no echo stage and no echo shuffle),
+    its seed and trial, and the machine."""
+    in_study = cfg.tuning.study is not None
+    echo = spec.pipeline.echo
+    placement = echo.placement if echo.auto else echo.stage
+    return {"workload": cfg.workload.name, "placement": placement.value, "echo_factor": echo.factor,
+            "echo_auto": echo.auto,
+            "batch_size": spec.pipeline.batch_size, "shuffle_buffer": spec.pipeline.echo_shuffle,
+            "seed": spec.seed, "study": cfg.tuning.study, "trial": cfg.tuning.trial,
+            "tuning_seed": int(cfg.tuning.seed) if in_study else None, "machine": machine.describe()}
+
+
+def _failed(head: dict[str, Any], error: Exception) -> RunRecord:
+    return RunRecord(**head, status="failed", steps=0, fresh_examples=0, wall_time_s=0.0,
+                     fresh_examples_to_target=None, steps_to_target=None, seconds_to_target=None,
+                     error=f"{type(error).__name__}: {error}")
+
+
+@dataclass
+class LoopState:
+    """What the loop carries from step to step besides the clocks and the outcome (all three are saved with
+    every checkpoint, as one flat mapping)."""
+
+    step: int = 0
+    next_eval: int = 0  # the fresh-example count at which the next evaluation falls
+    metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation's
+    train_loss: Optional[float] = None
+    pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
+    trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
+    fresh_at_eval: int = 0
+    autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
+    started_on: str = ""  # the CPU model of the run's first step (machine.py): it resumes on that model only
+
+    @staticmethod
+    def save(loop: "LoopState", outcome: Outcome, clocks: ClockState) -> dict[str, Any]:
+        return {**asdict(loop), **asdict(outcome), **asdict(clocks)}
+
+    @staticmethod
+    def restore(saved: dict[str, Any]) -> tuple["LoopState", Outcome, ClockState]:
+        return tuple(kind(**{f.name: saved[f.name] for f in fields(kind) if f.name in saved})
+                     for kind in (LoopState, Outcome, ClockState))
+
+
+class Trainer:
+    """One run's training: the compiled step, the input stream, the counters, evaluation and checkpoints."""
+
+    def __init__(self, spec: RunSpec, workload: Any, run_dir: RunDir, mesh: parallel.Parallel,
+                 batches: tf.data.Dataset, store: Optional[Store] = None, checkpoints: Optional[Checkpoints] = None,
+                 study_best: Optional[Callable[[], Optional[int]]] = None, hparams: Optional[dict[str, Any]] = None,
+                 source: str = "the input pipeline"):
+        self.spec, self.t, self.workload, self.run_dir, self.mesh = spec, spec.trainer, workload, run_dir, mesh
+        self.batches, self.store, self.checkpoints, self.source = batches, store, checkpoints, source
+        self.hparams = hparams  # the run's values for TensorBoard's HParams (None: no event files)
+        self.events: Optional[Events] = None
+        self.inputs: Optional[Batches | Autopilot] = None
+        self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
+        self.tx = optim.optimizer(spec.optimizer)
+        self.schedule = optim.schedule(spec.schedule)
+        self.rate = learning_rates(self.schedule, mesh.replicated)
+        rules = [Divergence(), TargetReached(workload.target, self.t.stop_at_target)]
+        rules += [Pruning(study_best, self.t.prune_margin)] if study_best is not None else []
+        self.stops = Stops(Budget(self.t.max_fresh_examples, self.t.max_steps), rules, Signals())
+
+    def _compile(self, state: TrainState):
+        spec = {k: jax.ShapeDtypeStruct((self.spec.pipeline.batch_size,) + tuple(v.shape[1:]), v.dtype.as_numpy_dtype,
+                                        sharding=self.mesh.batch)
+                for k, v in self.batches.element_spec.items() if k != "read_id"}
+        step = jax.jit(make_train_step(self.workload, self.tx, self.workload.compute_dtype),
+                       donate_argnums=0, in_shardings=(self.mesh.replicated, self.mesh.batch, self.mesh.replicated),
+                       out_shardings=(self.mesh.replicated, self.mesh.replicated))
+        rate = jax.ShapeDtypeStruct((), jnp.float32, sharding=self.mesh.replicated)
+        return step.lower(state, spec, rate).compile()
+
+    def _timing_facts(self, train_step, state: TrainState) -> Optional[timing.Timing]:
+        """Upstream and downstream time before training, their waits bounded like training's (data.timeout_s)."""
+        if not (self.t.profile_batches and self.store is not None):
+            return None
+        at_start = self.rate(self.mesh.put_scalar(0))
+        waits = Batches(None, self.t.timeout_s, self.source)
+
+        def pull(fn):  # a signal ends the measurement at the next batch, not at its end
+            self._started()
+            return waits.call(fn)
+        try:
+            facts = timing.measure(self.workload, self.spec.pipeline, self.store, self.mesh.host,
+                                   lambda state, batch: train_step(state, batch, at_start), state,
+                                   self.t.profile_batches, pull=pull)
+        finally:
+            waits.close()
+        log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,
+                 facts.downstream_s_per_step, facts.ratio)
+        return facts
+
+    def _started(self) -> None:
+        """A signal received while starting ends the run now, with nothing of this attempt to save."""
+        if self.stops.signalled is not None:
+            raise StartupInterrupted(self.stops.signalled)
+
+    def _resume(self, state: TrainState, iterator) -> tuple[TrainState, FreshCounter, LoopState, Outcome, ClockState]:
+        """The state to start from: the newest checkpoint that can be read, else the initial one."""
+        steps = self.checkpoints.steps() if self.checkpoints else []
+        if not steps:
+            first = LoopState(next_eval=self.t.eval_every_fresh_examples, started_on=machine.describe()["cpu"])
+            return state, FreshCounter(), first, Outcome(), ClockState()
+        state, seen, saved = self.checkpoints.restore_newest(steps, state, iterator)
+        loop, outcome, clocks = LoopState.restore(saved)
+        machine.check_resumed_on(loop.started_on, self.run_dir.path)
+        if self.mesh.writes_run_dir:
+            self.run_dir.keep_metrics_until(loop.step)
+        log.info("resumed %s at step %d (%d fresh examples)", self.run_dir.path, loop.step, int(seen.sum()))
+        return state, FreshCounter.from_seen(seen), loop, outcome, clocks
+
+    def fit(self) -> dict[str, Any]:
+        """Train until a stop rule ends the run, a metrics row per evaluation; the record's outcome fields."""
+        with self.stops.signals:  # a signal during start-up is held until it can end the run cleanly
+            state = initial_state(self.workload, self.tx, self.spec.seed, self.mesh.replicated)
+            began = time.perf_counter()
+            train_step = self._compile(state)
+            compile_s = time.perf_counter() - began
+            self._started()
+            facts = self._timing_facts(train_step, state)
+            self._started()
+            # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
+            self.iterator = iter(self.batches)
+            state, fresh, loop, outcome, clock_state = self._resume(state, self.iterator)
+            if self.hparams is not None:  # after keep_metrics_until: the event files start over from the kept rows
+                self.events = Events(self.run_dir.path, self.hparams, self.run_dir.metrics())
+            self.mesh.barrier("training", self.t.distributed_timeout_s)  # every process compiled: the first collective
+            self._started()
+            clocks = Clocks(clock_state)
+            self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source),
+                                                  self.spec.pipeline, self.workload, loop.autopilot, self.replay)
+            step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
+        inputs.close()
+        if isinstance(inputs, Autopilot) and self.mesh.writes_run_dir:
+            decisions.write(self.run_dir.path, self.spec.pipeline.echo, self.spec.pipeline.batch_size, inputs.decisions)
+        if self.checkpoints:
+            with clocks.checkpointing():
+                self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
+        count = self.mesh.total(fresh.count)
+        if self.stops.signalled is not None and not outcome.stop:
+            raise Interrupted(self.stops.signalled, step, count, self.run_dir.path, self.checkpoints is not None)
+        return self._result(loop, outcome, clocks, step, count, compile_s, facts)
+
+    def _loop(self, train_step, state, fresh: FreshCounter, loop: LoopState, outcome: Outcome, clocks: Clocks,
+              inputs: Batches | Autopilot) -> int:
+        t = self.t
+        losses = [jnp.asarray(x) for x in loop.pending_losses]
+        fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
+        count, step = self.mesh.total(fresh.count), loop.step
+        bar = self._progress_bar(count, step)
+        first = True  # the first batch waits for the shuffle buffers to fill: a signal then ends the start-up
+        while not outcome.stop and self.stops.signalled is None:
+            batch = inputs.next(self._started if first else lambda: None, running=losses[-1] if losses else None)
+            first = False
+            clocks.first_batch()
+            position = count if fresh_units else step
+            fresh.update(batch.pop("read_id"))
+            rate = self.rate(self.mesh.put_scalar(position))
+            state, loss = train_step(state, self.mesh.put_batch(batch), rate)
+            losses.append(loss)
+            step += 1
+            before, count = count, self.mesh.total(fresh.count)
+            bar.update(count - before if t.max_fresh_examples else 1)
+            spent = self.stops.budget_spent(step, count)
+            if count >= loop.next_eval or spent:
+                self._evaluate(state, step, count, losses, loop, outcome, clocks, bar)
+                losses = []
+                outcome.stop = outcome.stop or spent
+            # A signal stops at this step boundary with a checkpoint to resume from (when checkpointing); a run
+            # that ended (target, budget, divergence) writes its record instead: it is never resumed.
+            if (self.checkpoints and not outcome.stop
+                    and self._checkpoint_due(step, self.stops.signalled is not None, clocks)):
+                with clocks.checkpointing() as clock_state:
+                    inputs.settle()
+                    loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
+                    loop.autopilot = autopilot_state(inputs)
+                    self.checkpoints.save(step, state, self.iterator, fresh.seen,
+                                          LoopState.save(loop, outcome, clock_state))
+        bar.close()
+        return step
+
+    def _progress_bar(self, count: int, step: int) -> tqdm:
+        """Progress in the budget's unit: fresh examples unless only a step cap is given."""
+        t = self.t
+        return tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else step,
+                    unit="fresh" if t.max_fresh_examples else "step", leave=False,
+                    disable=not (self.mesh.writes_run_dir and t.progress and sys.stderr.isatty()))
+
+    def _checkpoint_due(self, step: int, stopping: bool, clocks: Clocks) -> bool:
+        t = self.t
+        by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
+        by_time = t.checkpoint_every_seconds and clocks.since_save() >= t.checkpoint_every_seconds
+        return bool(by_steps or by_time or stopping)
+
+    def _evaluate(self, state, step: int, count: int, losses: list, loop: LoopState, outcome: Outcome,
+                  clocks: Clocks, bar) -> None:
+        # Waits for the last step. On the host: stacking on the device would compile a program per list length.
+        train_loss = float(np.mean(jax.device_get(losses))) if losses else math.nan
+        with clocks.evaluating() as elapsed_s:
+            train_s = clocks.training(elapsed_s)
+            metrics = self.workload.evaluate(state.params, state.model_state) if math.isfinite(train_loss) else {}
+        loop.metrics, loop.train_loss = metrics, train_loss
+        examples_trained = step * self.spec.pipeline.batch_size
+        row = {"step": step, "fresh_examples": count, "examples_trained": examples_trained, "elapsed_s": elapsed_s,
+               "wall_time_s": train_s, "eval_time_s": clocks.state.eval_s, "train_loss": train_loss,
+               "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
+        if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
+            row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
+            loop.trained_at_eval, loop.fresh_at_eval = examples_trained, count
+        if self.mesh.writes_run_dir:
+            self.run_dir.append_metrics(row)
+        if self.events:
+            self.events.row(row)
+        target = self.workload.target
+        shown = metrics.get(target.metric, math.nan)
+        log.info("step %d  fresh %d  train_loss %.4f  %s %.4f  (%.1fs)", step, count, train_loss, target.metric,
+                 shown, train_s)
+        bar.set_postfix(fresh=count, **{target.metric: f"{shown:.4f}"})
+        cadence = self.t.eval_every_fresh_examples
+        loop.next_eval = (count // cadence + 1) * cadence
+        self.stops.after_evaluation(Evaluation(step, count, examples_trained, clocks.to_target(elapsed_s), train_loss,
+                                               metrics), outcome)
+
+    def close_input(self) -> None:
+        """Hand the input iterator to a thread that closes it (data/closing.py says why): the run is over."""
+        holder, self.iterator, self.inputs = [self.iterator], None, None
+        closing.close_later(holder, str(self.run_dir.path))
+
+    def close_events(self, record: RunRecord) -> None:
+        """The run's outcome into its event files (the HParams dashboard's metrics), then close them."""
+        if self.events:
+            self.events.outcome(record)
+            self.events.close()
+
+    def _result(self, loop: LoopState, outcome: Outcome, clocks: Clocks, step: int, count: int, compile_s: float,
+                facts: Optional[timing.Timing]) -> dict[str, Any]:
+        elapsed_s = clocks.stop()
+        c = clocks.state
+        busy_s, startup_s = c.eval_s + c.checkpoint_s, c.startup_s or 0.0
+        examples_trained = step * self.spec.pipeline.batch_size
+        to_target = outcome.to_target or {"fresh_examples_to_target": None, "steps_to_target": None,
+                                          "examples_trained_to_target": None, "seconds_to_target": None}
+        at = ((to_target.get("examples_trained_to_target"), to_target["fresh_examples_to_target"]) if outcome.to_target
+              else (examples_trained, count))
+        timing_facts = ({**facts.as_dict(), "accelerator_idle_fraction": facts.idle_fraction(
+            step, elapsed_s - startup_s, busy_s)} if facts else {})
+        return {
+            "status": outcome.status, "steps": step, "fresh_examples": count, "examples_trained": examples_trained,
+            "elapsed_s": elapsed_s, "startup_s": startup_s, "wall_time_s": elapsed_s - busy_s,
+            "eval_time_s": c.eval_s, "checkpoint_time_s": c.checkpoint_s, "compile_time_s": compile_s,
+            "other_cores": c.other_cpu_s / elapsed_s if elapsed_s > 0 else 0.0,
+            "devices": self.mesh.devices, "precision": self.t.precision, **to_target,
+            # Examples trained per fresh example at the target (else at the end): the factor the run really
+            # echoed at, which a buffer that fills for most of the run can hold far below its nominal one.
+            "effective_echo_factor": at[0] / at[1] if at[0] and at[1] else None,
+            **({"echo_copied_batches": self.inputs.copies} if isinstance(self.inputs, Autopilot) else {}),
+            "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
+            **timing_facts,
+        }
+
+
+def fit(spec: RunSpec, workload: Any, run_dir: RunDir, batches: tf.data.Dataset) -> dict[str, Any]:
+    """Train on this process's devices from ``batches`` (the benchmark's cached ones): the record's outcome fields."""
+    mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
+    return Trainer(spec, workload, run_dir, mesh, batches).fit()
