@@ -18,8 +18,8 @@ from echo_experiments.core import config
 from echo_experiments.workloads.registry import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md",
-         *sorted((ROOT / "results").glob("*/*/NOTES.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [*DOCS, ROOT / "results" / "README.md", *sorted((ROOT / "results").glob("*/*/NOTES.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # A cited markdown file: a path into the repository's folders, or a capitalised name like README.md.
 CITED = re.compile(r"(?<![\w/.-])((?:docs|results|examples|tests|echo_experiments|conf)/[\w./-]*\.md|[A-Z][A-Z_]+\.md)")
@@ -114,8 +114,28 @@ def test_every_config_key_is_documented():
     assert sorted(k for k in keys if f"`{k}`" not in documented) == []
 
 
-@pytest.mark.parametrize("module", ["archive", "benchmark", "compare", "retime", "service", "report.__main__",
-                                    "report.verdicts"])
+def named_commands() -> set[str]:
+    """Every ``python -m echo_experiments...`` the README and docs/ name."""
+    return {m.group(1) for page in DOCS for m in re.finditer(r"python -m (echo_experiments(?:\.[a-z_]+)*)", page.read_text())}
+
+
+# The commands with an argparse --help, by the module whose main() parses it.
+HELPED = {"echo_experiments.archive": "archive", "echo_experiments.benchmark": "benchmark",
+          "echo_experiments.compare": "compare", "echo_experiments.retime": "retime",
+          "echo_experiments.service": "service", "echo_experiments.report": "report.__main__",
+          "echo_experiments.report.verdicts": "report.verdicts.__main__"}
+
+
+def test_every_command_the_docs_name_has_a_help():
+    """The trainer's own command answers --help (Hydra's), the profiler's is checked with the README's commands,
+    and every other is one of those whose --help is checked below."""
+    assert named_commands() - {"echo_experiments", "echo_experiments.profile", "echo_experiments.tfdata"} <= set(HELPED)
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "Runs a training job" in proc.stdout, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("module", sorted(HELPED.values()))
 def test_each_commands_help_holds_its_whole_description(module, capsys):
     """--help prints what the module's docstring says of the command, not its first line cut mid-sentence."""
     command = importlib.import_module(f"echo_experiments.{module}")
