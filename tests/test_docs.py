@@ -116,7 +116,8 @@ def test_every_config_key_is_documented():
 
 def named_commands() -> set[str]:
     """Every ``python -m echo_experiments...`` the README and docs/ name."""
-    return {m.group(1) for page in DOCS for m in re.finditer(r"python -m (echo_experiments(?:\.[a-z_]+)*)", page.read_text())}
+    command = re.compile(r"python -m (echo_experiments(?:\.[a-z_]+)*)")
+    return {m.group(1) for page in DOCS for m in command.finditer(page.read_text())}
 
 
 # The commands with an argparse --help, by the module whose main() parses it.
