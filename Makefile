@@ -1,6 +1,7 @@
 # make run     : set up if needed, then the default run (real Fashion-MNIST, offline)
 # make test    : set up if needed, then the test suite
 # make test-fast : the unit layer alone (tests/unit, under a minute)
+# make lint   : ruff's checks of the code and its import order (pyproject.toml), as CI runs them
 # make setup   : Debian data packages, a virtual environment, the pinned install
 # make figures : every table, figure and report.md under results/ again, from the committed run directories, then
 #                results/claims.csv, results/autopilot.csv and their README tables (the verdicts, by
@@ -15,7 +16,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := dataset-fashion-mnist python3-doc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-data data run test test-fast test-all figures archive restore clean
+.PHONY: setup apt-data data run test test-fast test-all lint figures archive restore clean
 
 setup: apt-data $(STAMP) data
 
@@ -50,6 +51,9 @@ test: setup
 # The unit layer alone: one module each, no training run (under a minute).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests/unit $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
 
 # The slow end-to-end tests too.
 test-all: setup
