@@ -120,6 +120,26 @@ def test_no_committed_result_holds_an_absolute_path():
     assert found == []
 
 
+# results/README.md's rule: <source>[-<variant>]/<workload>, the source a preset of conf/experiment/ (its sweep as
+# the preset runs it) or run / compare (runs of python -m echo_experiments or .compare without a preset), the
+# variant what was changed, the workload one of conf/workload/.
+FOLDER = re.compile(r"(?P<source>[a-z0-9_]+)(?:-(?P<variant>[a-z0-9_]+))?/(?P<workload>[a-z0-9_]+)")
+
+
+def test_every_result_folder_is_named_by_the_rule():
+    presets = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
+    workloads = {p.stem for p in (ROOT / "conf" / "workload").glob("*.yaml")}
+    wrong = []
+    results = ROOT / "results"
+    for folder in sorted(p.relative_to(results).as_posix() for p in results.glob("*/*") if p.is_dir()):
+        m = FOLDER.fullmatch(folder)
+        if not m or m["workload"] not in workloads or not (
+                m["source"] in presets or (m["source"] in ("run", "compare") and m["variant"])):
+            wrong.append(folder)
+    assert wrong == []
+    assert FOLDER.fullmatch("autopilot_cpu_drift/fashion_mnist")["source"] not in presets  # as it was named before
+
+
 def _make(*args):
     return subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)

@@ -57,13 +57,13 @@ CHECKS = [
           "them)",
           "autopilot_cpu/fashion_mnist", "within", 1.1, "60 runs one at a time, about 6.5 h"),
     Check("A2", "under drift, faster than every fixed factor (e = 1 among them)",
-          "autopilot_cpu_drift/fashion_mnist", "within", 1.0, "60 runs one at a time, about 7 h"),
+          "autopilot_cpu-drift/fashion_mnist", "within", 1.0, "60 runs one at a time, about 7 h"),
     Check("A3", "where the input is not the bottleneck, it echoes almost nothing (below 1.1 per fresh example)",
-          "autopilot_cpu_local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
+          "autopilot_cpu-local/fashion_mnist", "echoes", 1.1, "24 runs one at a time, about 1.2 h"),
     # Identical training timed minutes apart on this machine took 0.93-1.13 of the baseline's seconds
-    # (results/autopilot_local_cpu), so "no slower" allows that spread.
+    # (results/run-autopilot_local), so "no slower" allows that spread.
     Check("A4", "where the input is not the bottleneck, no slower than the baseline (within 10%, the timing "
-          "spread of identical runs)", "autopilot_cpu_local/fashion_mnist", "within", 1.1,
+          "spread of identical runs)", "autopilot_cpu-local/fashion_mnist", "within", 1.1,
           "24 runs one at a time, about 1.2 h", references=(BASELINE,)),
 ]
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",

@@ -118,7 +118,7 @@ _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
 _fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
 _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
 # 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
-FIXED_LM = Successor("fixed_budget_rerun_cpu/transformer_pydocs",
+FIXED_LM = Successor("fixed_budget_cpu-rerun/transformer_pydocs",
                      "36 runs, each study on one machine; 7-8 h on 2 cores")
 _wall = "wall_clock_cpu/fashion_mnist"
 # Its 3 studies are too few for seconds (MIN_DRAWS), and studies from another CPU model cannot be added to them.
