@@ -12,7 +12,7 @@ from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report.collect import results_trials
 from echo_experiments.report.markdown import report_link, table
 from echo_experiments.report.verdicts import evidence
-from echo_experiments.report.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge
+from echo_experiments.report.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, planned
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
 SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
@@ -43,7 +43,7 @@ def _current(results: Path, comparison: Comparison) -> Comparison:
 
 def _pending(comparison: Comparison) -> Optional[str]:
     successor = comparison.successor
-    return f"planned sweep {successor.folder.split('/')[0]} not run: {successor.cost}" if successor else None
+    return f"planned sweep {successor.folder.split('/')[0]} not run: {planned(successor.folder)}" if successor else None
 
 
 def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:

@@ -53,12 +53,18 @@ BASELINE = Condition("none", 1.0)
 
 @dataclass(frozen=True)
 class Successor:
-    """A sweep planned to replace a comparison's folder (a finer cadence, more studies) and what it costs to
-    run: the reporter measures the comparison on it once it has runs and, until then, says in the row that it
-    is not run and what it would cost."""
+    """A sweep planned to replace a comparison's folder (a finer cadence, more studies): the reporter measures
+    the comparison on it once it has runs and, until then, says in the row that it is not run and where its
+    cost is written (:func:`planned`)."""
 
     folder: str
-    cost: str
+
+
+def planned(folder: str) -> str:
+    """Where a results folder's sweep, not run yet, is planned: its preset's header, which estimates its hours
+    before it runs (the folder is named ``<preset>[-<variant>]/<workload>``, results/README.md)."""
+    preset = folder.split("/")[0].split("-")[0]
+    return f"conf/experiment/{preset}.yaml estimates its hours"
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,7 @@ FASHION = "placements_e2_fine_cpu/fashion_mnist"
 SSD = "placements_e2_cpu/ssd_fashion"
 LM = "lm_placements_e2_cpu/transformer_pydocs"
 # ssd_fashion's first sweep evaluates every 6,400 fresh examples, 12 evaluations to the baseline's target.
-SSD_FINE = Successor("ssd_placements_e2_fine_cpu/ssd_fashion",
-                     "120 runs, 5 studies, an evaluation every 1,600; 9-11 h on 2 cores")
+SSD_FINE = Successor("ssd_placements_e2_fine_cpu/ssd_fashion")
 _c1 = {f: _fig3(f, augments, successor)
        for f, augments, successor in ((FASHION, True, None), (SSD, True, SSD_FINE), (LM, False, None))}
 _factor = "lm_echo_factor_sweep_cpu/transformer_pydocs"
@@ -118,12 +123,10 @@ _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
 _fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
 _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
 # 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
-FIXED_LM = Successor("fixed_budget_cpu-rerun/transformer_pydocs",
-                     "36 runs, each study on one machine; 7-8 h on 2 cores")
+FIXED_LM = Successor("fixed_budget_cpu-rerun/transformer_pydocs")
 _wall = "wall_clock_cpu/fashion_mnist"
 # Its 3 studies are too few for seconds (MIN_DRAWS), and studies from another CPU model cannot be added to them.
-WALL_5 = Successor("wall_clock_5_studies_cpu/fashion_mnist",
-                   "125 runs, 5 studies, each on one machine; 13-14 h on 2 cores")
+WALL_5 = Successor("wall_clock_5_studies_cpu/fashion_mnist")
 
 
 def _at_batch(batch: int, placement: str = "after_batching") -> tuple[Condition, Condition]:
