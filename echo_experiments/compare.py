@@ -186,7 +186,7 @@ def _compare(args: argparse.Namespace, cfg: DictConfig, argv: Optional[list[str]
                _run(args.overrides + [f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}", f"e={factor:g}"))]
     if args.auto:
         placement, auto = autopilot(args.overrides, cfg.echo.placement, out / "echo_factor=auto")
-        echoed.append((f"auto at {placement} (cap {auto.echo_factor:g})", auto))
+        echoed.append((f"auto at {placement} (cap {auto.echo_max_factor:g})", auto))
     text = table(base, echoed, timing)
     print(text)
     (out / "compare.md").write_text(f"`python -m echo_experiments.compare {' '.join(argv or sys.argv[1:])}`\n\n{text}")

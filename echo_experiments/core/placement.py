@@ -47,23 +47,24 @@ ECHO_SHUFFLE_BATCHES = 10
 @dataclass(frozen=True)
 class EchoSpec:
     """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule).
-    With ``auto`` the autopilot echoes in the trainer instead of a stage, no example trained more than ``factor``
-    (echo.max_factor) times."""
+    With ``auto`` the autopilot echoes in the trainer instead of a stage (so ``factor`` is 1), no example trained
+    more than ``max_factor`` (echo.max_factor) times."""
 
     placement: Placement = Placement.NONE
     factor: float = 1.0
     shuffle_buffer: Optional[int] = None
     auto: bool = False
     replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
+    max_factor: Optional[float] = None  # with auto: its cap; None without it
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
         """From an ``echo`` config section (placement, factor or auto with max_factor, shuffle_buffer)."""
-        buffer = echo.shuffle_buffer
-        auto = echo.factor == AUTO
-        factor = float(echo.get("max_factor", 1.0) if auto else echo.factor)
-        return cls(Placement(echo.placement), factor, None if buffer is None else int(buffer), auto,
-                   echo.get("replay"))
+        buffer = None if echo.shuffle_buffer is None else int(echo.shuffle_buffer)
+        if echo.factor == AUTO:
+            return cls(Placement(echo.placement), 1.0, buffer, True, echo.get("replay"),
+                       float(echo.get("max_factor", 1.0)))
+        return cls(Placement(echo.placement), float(echo.factor), buffer)
 
     @property
     def stage(self) -> Placement:

@@ -7,7 +7,10 @@ is reported as such and never passes for a result.
 
 Versions: 1 (no ``schema_version`` field) is every record made before the machine and the effective echo
 factor were recorded; 2 adds ``machine``, ``examples_trained_to_target`` and ``effective_echo_factor`` (and,
-optional, the autopilot's ``echo_auto`` and ``echo_copied_batches``).
+optional, the autopilot's ``echo_auto`` and ``echo_copied_batches``); 3 gives the autopilot's cap a field of its
+own, ``echo_max_factor`` (echo.max_factor), where 2 held it in ``echo_factor``: an older autopilot record is read
+as version 3 would say it (``echo_factor`` 1, its stage's factor, and the cap in ``echo_max_factor``). A record of
+a version this code does not know is refused with its number.
 """
 
 import json
@@ -19,7 +22,7 @@ from typing import Any, Iterator, Optional, Union
 
 from echo_experiments.core.placement import PLACEMENTS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
 MODES = ("max", "min")
 
@@ -72,9 +75,11 @@ class RunRecord:
     examples_trained_to_target: Optional[int] = None
     # Examples trained per fresh example at the target (else at the end): the factor really echoed at.
     effective_echo_factor: Optional[float] = None
-    # echo.factor=auto: the autopilot echoed (echo_factor is then its cap, echo.max_factor), copying this many batches.
+    # echo.factor=auto: the autopilot echoed, up to echo.max_factor, copying this many batches (echo_factor is 1:
+    # it has no echo stage).
     echo_auto: bool = False
     echo_copied_batches: Optional[int] = None
+    echo_max_factor: Optional[float] = None
     elapsed_s: Optional[float] = None
     startup_s: Optional[float] = None
     eval_time_s: Optional[float] = None
@@ -115,6 +120,12 @@ class RunRecord:
         if not isinstance(data, dict):
             raise RecordError("not a JSON object")
         data = {"schema_version": 1, **data}
+        version = data["schema_version"]
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+            raise RecordError(f"schema_version {json.dumps(version, default=str)[:20]} is not one this code reads "
+                              f"(1 to {SCHEMA_VERSION}): read it with the version of echo_experiments that wrote it")
+        if version < 3 and data.get("echo_auto") and "echo_factor" in data and data.get("echo_max_factor") is None:
+            data = {**data, "echo_factor": 1.0, "echo_max_factor": data["echo_factor"]}
         required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
         missing = [k for k in required if k not in data]
         if missing:

@@ -17,6 +17,7 @@ import yaml
 from echo_experiments.core.record import RecordError, RunRecord, metric_rows
 from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
 from echo_experiments.core.search_space import unit_position
+from echo_experiments.report.tables import condition_placement
 
 # The record's fields a trial row holds, in the columns' order.
 TRIAL_FIELDS = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
@@ -131,8 +132,9 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
         config = _config(directory)
         trials.append({
             **{k: getattr(record, k) for k in TRIAL_FIELDS},
-            # The autopilot is its own condition: its echo_factor is only the cap of the factors it chose.
-            **({"placement": f"{record.placement}_auto"} if record.echo_auto else {}),
+            # The autopilot is its own condition, named in the tables by its placement and its cap.
+            **({"placement": condition_placement(record.placement, True), "echo_factor": record.echo_max_factor}
+               if record.echo_auto else {}),
             "study_key": _study_key(record, name), "study_trials": _planned(record, config, "trials"),
             "planned_studies": _planned(record, config, "studies"), "target_metric": target.metric,
             "target_value": target.value, "target_mode": target.mode,

@@ -14,9 +14,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from echo_experiments.report.tables import condition_placement
+
 LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
           "after_augmentation": "example, after aug.", "before_batching": "example echoing",
-          "after_batching": "batch echoing", "after_batching_auto": "autopilot (cap e)"}
+          "after_batching": "batch echoing",
+          condition_placement("after_batching", True): "autopilot (cap e)"}
 
 
 def _label(placement: str, shuffle_buffer: int = 0) -> str:

@@ -101,10 +101,20 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+# The autopilot's condition in the tables: its placement with this suffix, and its cap (the record's
+# echo_max_factor) as its echo_factor, so that autopilots of other placements or caps are other conditions.
+AUTOPILOT = "_auto"
+
+
+def condition_placement(placement: str, auto: bool) -> str:
+    """The placement column of a condition: the autopilot's is marked (``after_batching_auto``)."""
+    return placement + AUTOPILOT if auto else placement
+
+
 def has_nominal_factor(placement: str) -> bool:
     """Whether a condition's echo_factor is the factor it should echo at: the autopilot's is only its cap, and
     what it chose is its result, not a confound."""
-    return not placement.endswith("_auto")
+    return not placement.endswith(AUTOPILOT)
 
 
 # A run during which other processes kept more than this many cores busy on average shared the machine: its

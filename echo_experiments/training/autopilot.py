@@ -207,9 +207,10 @@ class Autopilot:
 
 
 def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
-    """What the autopilot's copies hold at ``echo``'s placement, capped at its factor (echo.max_factor): whole
-    batches after batching, else examples."""
-    return BatchCopies(echo.factor) if echo.placement.echoes_batches else ExampleCopies(echo.factor, seed)
+    """What the autopilot's copies hold at ``echo``'s placement, capped at ``echo.max_factor``: whole batches after
+    batching, else examples."""
+    cap = echo.max_factor
+    return BatchCopies(cap) if echo.placement.echoes_batches else ExampleCopies(cap, seed)
 
 
 def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,

@@ -73,7 +73,7 @@ class Replay:
 
 
 def header(echo: EchoSpec, batch_size: int) -> dict[str, Any]:
-    return {"placement": echo.placement.value, "max_factor": echo.factor, "batch_size": batch_size}
+    return {"placement": echo.placement.value, "max_factor": echo.max_factor, "batch_size": batch_size}
 
 
 def write(run_dir: Path, echo: EchoSpec, batch_size: int, decisions: Decisions) -> None:

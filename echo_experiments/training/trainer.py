@@ -125,7 +125,7 @@ def _identity(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     echo = spec.pipeline.echo
     placement = echo.placement if echo.auto else echo.stage
     return {"workload": cfg.workload.name, "placement": placement.value, "echo_factor": echo.factor,
-            "echo_auto": echo.auto,
+            "echo_auto": echo.auto, "echo_max_factor": echo.max_factor,
             "batch_size": spec.pipeline.batch_size, "shuffle_buffer": spec.pipeline.echo_shuffle,
             "seed": spec.seed, "study": cfg.tuning.study, "trial": cfg.tuning.trial,
             "tuning_seed": int(cfg.tuning.seed) if in_study else None, "machine": machine.describe()}

@@ -28,12 +28,12 @@ import pandas as pd
 
 from echo_experiments.report import tables
 from echo_experiments.report.collect import results_trials
-from echo_experiments.report.markdown import report_link, table
+from echo_experiments.report.markdown import link_targets, report_link, table
 from echo_experiments.report.verdicts import evidence
 from echo_experiments.report.verdicts.claims import BASELINE, Condition, planned
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
-AUTO = Condition("after_batching_auto", 8.0, label="auto")  # the preset's cap, echo.max_factor
+AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever cap its sweep set
 # Every fixed factor of the sweeps, e = 1 (no echoing) among them: the autopilot is checked against whichever
 # was fastest, not against echoing alone.
 STATIC = [BASELINE, *(Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0))]
@@ -165,7 +165,7 @@ def readme_table(rows: pd.DataFrame) -> str:
                     "measured: median (range over studies or trials)": measured,
                     "seconds per fresh example, over no echoing's": pace,
                     "verdict": r.verdict, "why": r.reason, "evidence": r.link})
-    return table(pd.DataFrame(out), {})
+    return table(pd.DataFrame(out), {}) + "\n" + link_targets(rows["link"])
 
 
 def _ratio(value: float) -> str:

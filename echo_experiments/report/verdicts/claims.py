@@ -16,6 +16,8 @@ Kinds of comparison:
 from dataclasses import dataclass, field
 from typing import Optional
 
+from echo_experiments.report.tables import condition_placement
+
 INCONCLUSIVE, REPRODUCED, NOT_REPRODUCED = "inconclusive", "reproduced", "not reproduced"
 # The smallest saving the paper's "fewer" and "faster" claims mean: an interval that excludes a 10% saving
 # refutes them. Written down before the data (docs/protocol.md).
@@ -32,13 +34,20 @@ RESOLUTION = 40
 
 @dataclass(frozen=True)
 class Condition:
-    """Trials of one condition in a results folder: placement and factor (and batch size, echo shuffle)."""
+    """Trials of one condition in a results folder: placement and factor (and batch size, echo shuffle), or the
+    autopilot at a placement."""
 
     placement: str
-    echo_factor: float = 2.0
+    echo_factor: Optional[float] = 2.0  # with auto: its cap, None for any
     batch_size: Optional[int] = None
     shuffle_buffer: Optional[int] = None
     label: str = ""
+    auto: bool = False  # the autopilot at this placement (echo.factor=auto)
+
+    @property
+    def table_placement(self) -> str:
+        """The placement column of its trials (the autopilot's is marked: tables.condition_placement)."""
+        return condition_placement(self.placement, self.auto)
 
     def __str__(self) -> str:
         if self.label:

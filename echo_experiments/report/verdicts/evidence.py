@@ -18,7 +18,9 @@ from echo_experiments.report.verdicts.claims import NO_LOSS_TOLERANCE, Compariso
 
 def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
     """The tuning trials of one condition (timed reruns left out: a trial counts once)."""
-    keep = (trials["placement"] == condition.placement) & (trials["echo_factor"] == condition.echo_factor)
+    keep = trials["placement"] == condition.table_placement
+    if condition.echo_factor is not None:
+        keep &= trials["echo_factor"] == condition.echo_factor
     if condition.batch_size is not None:
         keep &= trials["batch_size"] == condition.batch_size
     if condition.shuffle_buffer is not None and condition.placement != "none":
@@ -125,7 +127,9 @@ def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
 
 def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
     """One condition's seconds by study, from tables.study_seconds."""
-    keep = (seconds["placement"] == condition.placement) & (seconds["echo_factor"] == condition.echo_factor)
+    keep = seconds["placement"] == condition.table_placement
+    if condition.echo_factor is not None:
+        keep &= seconds["echo_factor"] == condition.echo_factor
     return seconds.loc[keep].set_index("study_key")["seconds"]
 
 

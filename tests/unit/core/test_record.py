@@ -1,5 +1,6 @@
 """The run record: what summary.json may hold, checked field by field, and the metric rows."""
 
+import dataclasses
 import json
 
 import pytest
@@ -19,6 +20,25 @@ def test_a_version_1_record_reads_and_writes_back_as_version_2():
     assert record.schema_version == 1 and record.reached and record.target.metric == "accuracy"
     assert RunRecord.from_json(record.to_json()) == record
     assert RunRecord.from_json({**GOOD, "schema_version": 2, "machine": {"cpu": "x"}}).machine == {"cpu": "x"}
+
+
+def test_an_autopilot_record_before_version_3_reads_with_its_cap_in_echo_max_factor():
+    """Version 2 held the autopilot's cap in echo_factor; read, it says what version 3 writes: echo_factor 1 (the
+    autopilot has no echo stage), the cap in echo_max_factor. A fixed factor's record is read as it is."""
+    old = {**GOOD, "schema_version": 2, "placement": "after_batching", "echo_factor": 8.0, "echo_auto": True}
+    record = RunRecord.from_json(old)
+    assert (record.echo_factor, record.echo_max_factor, record.echo_auto) == (1.0, 8.0, True)
+    assert RunRecord.from_json(record.to_json()) == record  # read back once more, it is not moved again
+    assert RunRecord.from_json({**old, "schema_version": 3, "echo_factor": 1.0, "echo_max_factor": 8.0}) == \
+        dataclasses.replace(record, schema_version=3)
+    fixed = RunRecord.from_json({**GOOD, "schema_version": 2})
+    assert (fixed.echo_factor, fixed.echo_max_factor) == (2.0, None)
+
+
+@pytest.mark.parametrize("version", [0, 4, 999, "2", True, 2.5])
+def test_a_record_of_a_version_this_code_does_not_know_is_refused_with_its_number(version):
+    with pytest.raises(RecordError, match=r"schema_version .+ is not one this code reads \(1 to 3\)"):
+        RunRecord.from_json({**GOOD, "schema_version": version})
 
 
 @pytest.mark.parametrize("change,reason", [

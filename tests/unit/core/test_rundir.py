@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import compose_config
 
-from echo_experiments.core.record import RunRecord, Target
+from echo_experiments.core.record import SCHEMA_VERSION, RunRecord, Target
 from echo_experiments.core.rundir import RunDir, study_best, write_atomic
 from echo_experiments.core.schema import ConfigError
 
@@ -23,7 +23,7 @@ def test_a_record_is_written_whole_with_nan_as_null(tmp_path):
     run = RunDir(tmp_path / "r")
     run.write_summary(record(status="diverged", fresh_examples_to_target=None, final_metrics={"loss": None}))
     written = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert written["status"] == "diverged" and written["schema_version"] == 2
+    assert written["status"] == "diverged" and written["schema_version"] == SCHEMA_VERSION == 3
     assert RunRecord.from_json(written) == run.record()
     assert [p.name for p in (tmp_path / "r").iterdir()] == ["summary.json"]  # no temp file left behind
 
