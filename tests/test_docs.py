@@ -2,6 +2,7 @@
 README command runs as written (make -n, the reporter) or composes and validates every job it would run (the
 training commands), and every config key is documented."""
 
+import contextlib
 import importlib
 import re
 import shlex
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from echo_experiments.cli.plan import plan
+from echo_experiments.cli.plan import check_command_line, plan
 from echo_experiments.core import config
 from echo_experiments.workloads.registry import TASKS
 
@@ -78,7 +79,7 @@ def test_the_readme_has_the_commands_a_newcomer_needs_in_at_most_250_lines():
 def test_every_readme_command_runs_as_written(folder, words, tmp_path, monkeypatch, capsys):
     """make: what make would run (not the suite inside itself); the reporter: for real, on a copy of a committed
     sweep's runs; a training command: every job composed and validated, as the command does before it runs any
-    (training is the other tests' work); the profiler: its --help."""
+    (training is the other tests' work); the profiler and compare: their --help, and their overrides validated."""
     cwd = ROOT / folder
     if words[0] == "make":
         proc = subprocess.run(["make", "-n", *words[1:]], cwd=cwd, capture_output=True, text=True, timeout=60)
@@ -90,9 +91,11 @@ def test_every_readme_command_runs_as_written(folder, words, tmp_path, monkeypat
         proc = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
-    elif module == "echo_experiments.profile":
-        assert importlib.import_module(module).main(["--help"]) == 0
+    elif module in ("echo_experiments.profile", "echo_experiments.compare"):  # they time and train: their --help
+        with pytest.raises(SystemExit) if module.endswith("compare") else contextlib.nullcontext():
+            assert importlib.import_module(module).main(["--help"]) == 0
         assert capsys.readouterr().out.startswith(f"usage: python -m {module}")
+        assert check_command_line(args) is None  # and their overrides compose and validate
     else:
         assert module == "echo_experiments", words
         monkeypatch.chdir(cwd)  # a user's workload module is imported from the folder the command runs in

@@ -3,7 +3,6 @@ the README's claim table is the one claims.csv makes."""
 
 import json
 import math
-import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pandas as pd
 import pytest
 
 from echo_experiments.report.verdicts import __main__ as command
-from echo_experiments.report.verdicts import autopilot_checks, claims
+from echo_experiments.report.verdicts import autopilot_checks, claims, findings
 from echo_experiments.report.verdicts import claim_tables as verdicts
 
 ROOT = Path(__file__).parents[1]
@@ -32,8 +31,8 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / FOLDER / "runs", results / FOLDER / "runs")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\nafter\n"
-                      f"{autopilot_checks.BEGIN}\n{autopilot_checks.END}\n")
+    readme.write_text(f"# x\n\n{findings.BEGIN}\nold\n{findings.END}\n\n{verdicts.BEGIN}\nold\n{verdicts.END}\n\n"
+                      f"after\n{autopilot_checks.BEGIN}\n{autopilot_checks.END}\n")
     assert command.main([str(results), "--readme", str(readme)]) == 0
     before = row(results, "after_batching e=2 vs baseline")
     assert before["verdict"] == "reproduced" and before["n_draws"] == 10
@@ -47,16 +46,24 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
     summary.write_text(json.dumps({**record, "fresh_examples_to_target": 25600}))
     assert command.main([str(results), "--readme", str(readme)]) == 0
     assert row(results, "after_batching e=2 vs baseline")["verdict"] == "inconclusive"
+    counts = pd.read_csv(results / "claims.csv")["verdict"].value_counts()  # and the findings line follows
+    assert (f"**{counts['reproduced']} reproduced, {counts['inconclusive']} inconclusive, 0 not reproduced**"
+            in " ".join(readme.read_text().split()))
 
 
 def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
     table = verdicts.readme_table(verdicts.measure(ROOT / "results"))
     readme = (ROOT / "README.md").read_text()
     assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
-    checks = autopilot_checks.readme_table(autopilot_checks.measure(ROOT / "results"))
+    checks_rows = autopilot_checks.measure(ROOT / "results")
+    checks = autopilot_checks.readme_table(checks_rows)
     assert f"{autopilot_checks.BEGIN}\n{checks}{autopilot_checks.END}" in readme
-    cells = [c.strip() for line in table.splitlines()[2:] for c in line.strip("|").split(" | ")]
-    assert max(len(re.sub(r"\]\([^)]*\)", "]", c)) for c in cells) <= 160  # as read: a link's target is not shown
+    line = findings.findings(verdicts.measure(ROOT / "results"), checks_rows)
+    assert f"{findings.BEGIN}\n{line}{findings.END}" in readme
+    # No cell of either table over 160 characters as written (a link's target is below the table).
+    cells = [c.strip() for text in (table, checks) for line in text.splitlines() if line.startswith("| ")
+             for c in line.strip("|").split(" | ")]
+    assert max(len(c) for c in cells) <= 160
 
 
 def test_a_planned_sweep_is_named_with_where_its_cost_is_until_it_has_runs_then_replaces_the_folder(tmp_path):

@@ -2,7 +2,7 @@
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import pandas as pd
 
@@ -32,6 +32,13 @@ def table(frame: pd.DataFrame, kinds: Optional[dict[str, str]] = None) -> str:
 
 
 def report_link(results: Path, folder: str) -> str:
-    """A results folder as a link to its report.md from the README, or its bare name while it has none (a
-    sweep still running)."""
-    return f"[{folder}](results/{folder}/report.md)" if (results / folder / "report.md").exists() else folder
+    """A results folder as a reference link to its report.md (its target in :func:`link_targets`, so that a table
+    cell holds only the folder's name), or its bare name while it has none (a sweep still running)."""
+    return f"[{folder}]" if (results / folder / "report.md").exists() else folder
+
+
+def link_targets(links: Iterable[str]) -> str:
+    """The targets of :func:`report_link`'s links (the bare names among them link nowhere), one line each, for
+    below the table that holds them."""
+    folders = dict.fromkeys(link[1:-1] for link in links if link.startswith("[") and link.endswith("]"))
+    return "".join(f"[{f}]: results/{f}/report.md\n" for f in folders)

@@ -2,7 +2,8 @@
 every claim's comparisons measured on the committed runs, judged by the written rules (claims.py), into
 RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
 table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
-(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``).
+(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``);
+and the README's findings line from both (``findings:begin``, ``findings:end``).
 ``make figures`` runs it last.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
-from echo_experiments.report.verdicts import autopilot_checks
+from echo_experiments.report.verdicts import autopilot_checks, findings
 from echo_experiments.report.verdicts.claim_tables import (
     claim_tables,
     measure,
@@ -28,7 +29,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
-    parser.add_argument("--readme", type=Path, help="write the claim table into this README as well")
+    parser.add_argument("--readme", type=Path,
+                        help="write the claim table, the autopilot's table and the findings line into this README too")
     parser.add_argument("--details", type=Path, help="write each claim's table into this page as well")
     args = parser.parse_args(argv)
     if not args.results.is_dir():
@@ -43,6 +45,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             write_readme(args.readme, readme_table(claims))
             write_block(args.readme, autopilot_checks.BEGIN, autopilot_checks.END,
                         autopilot_checks.readme_table(checks))
+            write_block(args.readme, findings.BEGIN, findings.END, findings.findings(claims, checks))
         if args.details:
             for claim, text in claim_tables(claims).items():
                 write_block(args.details, f"<!-- {claim}:begin -->", f"<!-- {claim}:end -->", text)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report.collect import results_trials
-from echo_experiments.report.markdown import report_link, table
+from echo_experiments.report.markdown import link_targets, report_link, table
 from echo_experiments.report.verdicts import evidence
 from echo_experiments.report.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, planned
 
@@ -103,7 +103,7 @@ def readme_table(claims: pd.DataFrame) -> str:
         rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
                      "evidence": "; ".join(evidence["link"])})
-    return table(pd.DataFrame(rows), {})
+    return table(pd.DataFrame(rows), {}) + "\n" + link_targets(claims["link"])
 
 
 def claim_tables(claims: pd.DataFrame) -> dict[str, str]:

@@ -1,0 +1,37 @@
+"""The README's findings line: what the committed runs found, in a sentence a reader meets on the first screen,
+made from results/claims.csv and results/autopilot.csv like the tables below it (so it cannot say more than
+they do)."""
+
+import textwrap
+
+import pandas as pd
+
+from echo_experiments.report.verdicts.autopilot_checks import MET
+from echo_experiments.report.verdicts.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED
+
+BEGIN = "<!-- findings:begin (made by make figures from results/claims.csv and results/autopilot.csv) -->"
+END = "<!-- findings:end -->"
+# The claim whose comparisons are seconds to target: the paper's headline.
+WALL_CLOCK = "C3"
+# The README's width.
+WIDTH = 116
+
+
+def findings(claims: pd.DataFrame, checks: pd.DataFrame) -> str:
+    """The verdicts counted, the wall-clock headline at the largest factor measured, the autopilot's checks."""
+    counts = claims["verdict"].value_counts()
+    rest = len(claims) - counts.get(REPRODUCED, 0) - counts.get(NOT_REPRODUCED, 0)
+    text = (f"**What the runs found.** Of the paper's {len(CLAIMS)} claims, measured as {len(claims)} comparisons on "
+            f"CPU-sized workloads and judged by rules written before the data: **{counts.get(REPRODUCED, 0)} "
+            f"reproduced, {rest} inconclusive, {counts.get(NOT_REPRODUCED, 0)} not reproduced**.")
+    paper = {c.name: c.paper for claim in CLAIMS if claim.id == WALL_CLOCK for c in claim.comparisons}
+    for workload, rows in claims[claims["claim"] == WALL_CLOCK].groupby("workload", sort=False):
+        r = rows.iloc[-1]  # the largest factor
+        said = f", the paper's {paper[r['comparison']]:g}x" if paper.get(r["comparison"]) else ""
+        text += (f" The wall-clock {r['short'].replace('speedup ', 'speedup at ')} on `{workload}` is "
+                 f"{r['effect']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] ({r['verdict']}{said}).")
+    met = checks[checks["verdict"] == MET]["check"].tolist()
+    missed = checks[checks["verdict"] != MET]["check"].tolist()
+    text += f" The autopilot (`echo.factor=auto`) met {len(met)} of its {len(checks)} checks"
+    text += f" ({', '.join(met)}; not {', '.join(missed)})." if met and missed else "."
+    return textwrap.fill(text, WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"
