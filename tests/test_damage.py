@@ -223,7 +223,7 @@ def test_keys_added_with_plus_and_relative_tasks_are_refused(argv, message):
 
 
 def test_a_damaged_run_file_in_a_run_directory_is_one_line(tmp_path):
-    """From the command line; which run files are checked, and how, is tests/unit/test_runs.py's."""
+    """From the command line; which run files are checked, and how, is tests/unit/core/test_rundir.py's."""
     RunDir(tmp_path).start(compose_config(*FAST))
     (tmp_path / "summary.json").write_text("[]")
     proc = subprocess.run(command(*FAST, f"hydra.run.dir={tmp_path}"), capture_output=True, text=True, timeout=300)

@@ -1,5 +1,5 @@
 """The three private APIs of other libraries this package uses, each behind one small function; no other module
-imports them. tests/unit/test_private_api.py fails when an upgrade moves one, before a run needs it.
+imports them. tests/unit/core/test_private_api.py fails when an upgrade moves one, before a run needs it.
 
 - Hydra's own command-line parser (``hydra._internal.utils.get_args_parser``, the one ``@hydra.main`` uses): the
   command line is read exactly as Hydra will read it, so every job can be composed and checked before any runs.
