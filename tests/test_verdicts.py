@@ -52,13 +52,14 @@ def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows
 
 
 def test_the_committed_claim_table_is_the_one_the_committed_runs_make():
-    table = verdicts.readme_table(verdicts.measure(ROOT / "results"))
+    claims_rows = verdicts.measure(ROOT / "results")
+    table = verdicts.readme_table(claims_rows)
     readme = (ROOT / "README.md").read_text()
     assert f"{verdicts.BEGIN}\n{table}{verdicts.END}" in readme
     checks_rows = autopilot_checks.measure(ROOT / "results")
     checks = autopilot_checks.readme_table(checks_rows)
     assert f"{autopilot_checks.BEGIN}\n{checks}{autopilot_checks.END}" in readme
-    line = findings.findings(verdicts.measure(ROOT / "results"), checks_rows)
+    line = findings.findings(claims_rows, checks_rows)
     assert f"{findings.BEGIN}\n{line}{findings.END}" in readme
     # No cell of either table over 160 characters as written (a link's target is below the table).
     cells = [c.strip() for text in (table, checks) for line in text.splitlines() if line.startswith("| ")
