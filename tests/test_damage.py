@@ -125,33 +125,36 @@ def test_a_signal_while_starting_is_one_line(tmp_path, signum, after_s):
              f"stopped by {signal.Signals(signum).name} while starting")
 
 
-def test_a_start_up_signal_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, monkeypatch,
-                                                                                        caplog):
-    """TensorFlow, tracing a dataset function when the start-up handler raises, can raise an error of its own
-    instead (seen: a ValueError about its iterators): the run stops on the signal all the same, writes no
-    summary that would call it failed, and says what it keeps, as any stopped run does."""
+def test_a_start_up_signal_is_kept_through_a_library_call_and_stops_the_run_before_it_compiles(tmp_path, monkeypatch,
+                                                                                             caplog):
+    """Raised where it lands, a start-up signal once came back from TensorFlow as an error of its own (a
+    ValueError about its iterators), and raised inside an extension module's import it crashed the process.
+    Kept, it lets the library call finish, then stops the run at the next safe point, before anything is
+    compiled: no summary that would call it failed, and the run says what it keeps, as any stopped run does."""
     from echo_experiments.core import signals as stops
     from echo_experiments.training import trainer as train
 
-    def build(*args, **kwargs):
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(30)
-        except stops.StartupInterrupted:
-            raise ValueError("An unusually high number of `tf.data.Iterator.get_next()` calls was detected.")
+    built, compiled = [], []
+    build, compile_step = train.stream.build, train.Trainer._compile
 
-    monkeypatch.setattr(train.stream, "build", build)
-    handlers, hook = {s: signal.getsignal(s) for s in stops.Signals.SIGNALS}, sys.unraisablehook
+    def interrupted_build(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        built.append(True)  # the library call goes on
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(train.stream, "build", interrupted_build)
+    monkeypatch.setattr(train.Trainer, "_compile", lambda *a: compiled.append(True) or compile_step(*a))
+    handlers = {s: signal.getsignal(s) for s in stops.Signals.SIGNALS}
     stops.stop_at_startup()
     try:
         with pytest.raises(stops.StartupInterrupted) as stopped:
             run(compose_config(*FAST), tmp_path)
     finally:
         stops._at_startup.clear()
-        sys.unraisablehook = hook
         for s, handler in handlers.items():
             signal.signal(s, handler)
-    assert stopped.value.signum == signal.SIGINT and not (tmp_path / "summary.json").exists()
+    assert stopped.value.signum == signal.SIGINT and built and not compiled
+    assert not (tmp_path / "summary.json").exists()
     assert f"interrupted: {tmp_path} keeps its metrics and checkpoints and has no summary.json" in caplog.text
 
 

@@ -34,5 +34,6 @@ def one_line_on_signal(what_next: Callable[[], str]) -> Iterator[None]:
     stop_at_startup()
     try:
         yield
+        stop_if_signalled_at_startup()  # one kept after the last run's loop gave the signals back
     except (Interrupted, StartupInterrupted) as e:
         end_now(f"stopped by {signal.Signals(e.signum).name}; {what_next()}", 128 + e.signum)

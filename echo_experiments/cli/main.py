@@ -26,14 +26,7 @@ from echo_experiments.cli.exits import end_now, fail
 from echo_experiments.cli.plan import PLAN_VARIABLE, SweepPlan, job_key, plan, progress
 from echo_experiments.core.rundir import SUMMARY, unwritable
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.core.signals import (
-    Interrupted,
-    StartupInterrupted,
-    hold_startup_signals,
-    release_startup_signals,
-    stop_at_startup,
-    stop_if_signalled_at_startup,
-)
+from echo_experiments.core.signals import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
 
 log = logging.getLogger("echo_experiments")
 
@@ -44,6 +37,7 @@ def _run(cfg: DictConfig, out_dir: str):
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.training.trainer import InputLost, PeerLost, run
 
+    stop_if_signalled_at_startup()  # TensorFlow and JAX are imported: a safe point
     try:
         return run(cfg, out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:
@@ -54,7 +48,7 @@ def _run(cfg: DictConfig, out_dir: str):
 
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
-    release_startup_signals()  # Hydra has composed the config and made the run's folder
+    stop_if_signalled_at_startup()  # Hydra has composed the config and made the run's folder: a safe point
     out_dir = HydraConfig.get().runtime.output_dir
     current = SweepPlan.of_this_job()
     if current is not None and job_key(cfg) in current.repeats:
@@ -124,7 +118,6 @@ def _quoted(value: str) -> str:
 
 def main(argv: list[str]) -> None:
     """The command (see __main__.py): plan and validate every job, then run them."""
-    hold_startup_signals()
     try:
         current = plan(argv)
     except ConfigError as e:
@@ -142,7 +135,7 @@ def main(argv: list[str]) -> None:
             sys.argv.append(f"hydra.sweep.dir={_quoted(current.sweep_dir)}")
     try:
         if current is not None and current.workers:
-            release_startup_signals()
+            stop_if_signalled_at_startup()  # planned: a safe point
             _run_in_workers()
         else:
             run_job()

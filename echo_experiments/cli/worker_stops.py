@@ -26,7 +26,7 @@ from typing import Any, Iterator, Optional
 import psutil
 
 from echo_experiments.core.private_api import loky_backend
-from echo_experiments.core.signals import Signals
+from echo_experiments.core.signals import Signals, stop_if_signalled_at_startup
 
 # The longest the command waits for its running jobs after a stop signal: a step and a checkpoint take seconds,
 # compiling (a job stopped while starting ends when compiling ends) a minute or two on a CPU.
@@ -121,6 +121,7 @@ class Waiting:
         self.timer: Optional[threading.Timer] = None
 
     def __enter__(self) -> "Waiting":
+        stop_if_signalled_at_startup()  # one the start-up kept until now: no job has started
         self.previous = {s: signal.signal(s, self._handle) for s in Signals.caught()}
         return self
 

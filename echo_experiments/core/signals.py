@@ -1,9 +1,12 @@
 """Stop signals, from the process's first instant to its end: what a run does with SIGINT (Ctrl-C), SIGTERM (what
 SLURM sends before a time limit) and SIGHUP (a closed terminal or SSH connection).
 
-- **while starting** (composing, loading, compiling, the timing facts): the process ends with one line
-  (:class:`StartupInterrupted`, :func:`stop_at_startup`); there is nothing yet to save. While Hydra composes, a
-  first signal is held and raised once it is done (:func:`hold_startup_signals`).
+- **while starting** (importing, composing, loading, compiling, the timing facts): the first signal is kept
+  (:func:`stop_at_startup`), and the start-up ends with one line (:class:`StartupInterrupted`) at its next safe
+  point (:func:`stop_if_signalled_at_startup`): there is nothing yet to save. It is never raised where it lands:
+  raised inside the import of an extension module (JAX's, under TensorFlow's) it crashed the process, inside
+  Hydra's composing it left OmegaConf half-updated, inside TensorFlow's C++ callbacks it came back as another
+  error. A second signal ends the process at once, with the same line.
 - **while training**: :class:`Signals` receives them, and the loop stops at the next step boundary, where it can
   checkpoint (:class:`Interrupted`); a second Ctrl-C interrupts at once.
 - a signal the parent ignores stays ignored.
@@ -12,14 +15,13 @@ No TensorFlow or JAX here: the command takes the signals over before it imports 
 worker processes hold them between jobs (cli/worker_stops.py).
 """
 
+import os
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Optional
 
 _at_startup: dict[str, int] = {}  # the signal the start-up handler received, until Signals takes it over
-_held: dict[str, int] = {}  # set while a first start-up signal is kept rather than raised
 
 
 class Signals:
@@ -34,7 +36,7 @@ class Signals:
         return [s for s in cls.SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
 
     def __enter__(self) -> "Signals":
-        self.received: Optional[int] = _at_startup.pop("signum", None)  # a start-up raise that was dropped
+        self.received: Optional[int] = _at_startup.pop("signum", None)  # one kept while starting
         self.previous = {}
         if threading.current_thread() is threading.main_thread():  # Python allows handlers only there
             self.previous = {s: signal.signal(s, self._handle) for s in self.caught()}
@@ -70,66 +72,31 @@ class StartupInterrupted(BaseException):
                          "the run directory keeps what it had; run the same command to go on")
 
 
-def hold_startup_signals() -> None:
-    """Until :func:`release_startup_signals`, a first stop signal is kept, not raised: raised while Hydra
-    composes a config, it leaves OmegaConf half-updated, and the error OmegaConf raises then is printed by Hydra
-    as a traceback. Composing and making the run's folder take a moment, and a second signal ends it at once."""
-    _held["on"] = 1
-
-
-def release_startup_signals() -> None:
-    """End :func:`hold_startup_signals`, raising the start-up stop if a signal came while it held (nothing where
-    none held: a sweep's later jobs, a worker's jobs)."""
-    if _held.pop("on", None):
-        stop_if_signalled_at_startup()
-
-
 def stop_if_signalled_at_startup() -> None:
-    """Raise the start-up stop if a stop signal came while starting (until the loop's Signals takes it over). A
-    library that the start-up handler's exception crosses may turn it into an error of its own (TensorFlow,
-    tracing a dataset function, raises a ValueError of its iterators; OmegaConf, interrupted while Hydra composes,
-    an AttributeError that Hydra prints and exits 1 on), so an error is asked this before it is taken for a
-    failure: the signal is what ended the start-up."""
+    """A safe point of the start-up: raise the start-up stop if a stop signal came (until the loop's Signals takes
+    it over). Also asked of an error before it is taken for a failure: the signal is what ended the start-up."""
     if (signum := _at_startup.get("signum")) is not None:
         raise StartupInterrupted(signum) from None
 
 
-def _caused_by_start_up_stop(error: Optional[BaseException]) -> bool:
-    """Whether ``error`` is the start-up handler's exception or one it caused: raised where C code called back
-    into Python (TensorFlow's nest, flattening in an iterator's __del__), it comes back as a SystemError whose
-    cause is the StartupInterrupted."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, StartupInterrupted):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
+def _end_now(signum: int) -> None:
+    """A second stop signal while starting: the one line, then the process ends where it is (no exception is
+    raised into whatever code it interrupted, no finalizer runs)."""
+    os.write(2, f"error: {StartupInterrupted(signum)}\n".encode())
+    os._exit(128 + signum)
 
 
 def stop_at_startup() -> None:
-    """From here until the training loop takes them over, a stop signal ends the process at once with one
-    line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM, SIGHUP)."""
+    """From here until the training loop takes them over, a first stop signal is kept and ends the start-up at its
+    next safe point, with one line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM,
+    SIGHUP); a second one ends the process at once."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def handle(signum: int, frame: Any) -> None:
-        # Python runs a handler between any two bytecodes, inside a garbage-collection callback or a __del__
-        # too, where what it raises is dropped; kept here, the signal still ends the start-up at the trainer's
-        # next start-up check, once Signals has taken it over.
-        held = _held.get("on") and "signum" not in _at_startup  # a second signal ends it at once
+        if "signum" in _at_startup:
+            _end_now(signum)
         _at_startup["signum"] = signum
-        if not held:
-            raise StartupInterrupted(signum)
 
-    shown = sys.unraisablehook
-
-    def quiet(unraisable: Any) -> None:  # a dropped StartupInterrupted is kept, not an error to print
-        if not _caused_by_start_up_stop(unraisable.exc_value):
-            shown(unraisable)
-
-    quiet.keeps_start_up_stop = True
-    if not getattr(shown, "keeps_start_up_stop", False):  # set once, though a sweep's worker starts many jobs
-        sys.unraisablehook = quiet
     for s in Signals.caught():
         signal.signal(s, handle)

@@ -234,6 +234,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train until a stop rule ends the run, a metrics row per evaluation; the record's outcome fields."""
         with self.stops.signals:  # a signal during start-up is held until it can end the run cleanly
+            self._started()  # one the start-up kept, before anything is compiled
             state = initial_state(self.workload, self.tx, self.spec.seed, self.mesh.replicated)
             began = time.perf_counter()
             train_step = self._compile(state)
