@@ -8,11 +8,14 @@ since some trials stop before they can say.
 - pruned at count c: it needed more than c, and may never have reached the target: [c, inf];
 - not reached within the budget, or diverged: [inf, inf].
 
-A draw's paired ratio (the first condition's outcome over the second's) is then an interval too; a draw
-where neither condition reached the target says nothing about their ratio and is left out (counted as
-``n_neither``). The median paired ratio lies between two medians: ``ratio_low``, every open interval
-resolved in the first condition's favour, and ``ratio_high``, against it; where no censored draw sits at the
-median they are equal. Each has a 90% interval from a bootstrap over studies and, within each, draws.
+A draw's paired ratio (the first condition's outcome over the second's) is then an interval too. A draw says
+something of the ratio only when one side at least reached the target and neither diverged: a draw where
+neither reached (pruned or not) is left out (``n_neither``), and so is one where either side diverged, counted
+per side (``n_diverged_a``, ``n_diverged_b``): a diverged run says what its metaparameters do to stability,
+not how many fresh examples it would need. The median paired ratio lies between two medians: ``ratio_low``,
+every open interval resolved in the first condition's favour, and ``ratio_high``, against it; where no censored
+draw sits at the median, and the median is unique, they are equal. Each has a 90% interval from a bootstrap over
+studies and, within each, draws.
 """
 
 import math
@@ -35,7 +38,7 @@ def outcome_bounds(trials: pd.DataFrame) -> pd.DataFrame:
     count = trials["fresh_examples_to_target"].where(reached).astype(float)
     lo = count.where(reached, np.where(status == "pruned", trials["fresh_examples"].astype(float), INF))
     hi = count.where(reached, INF)
-    return trials.assign(lo=lo.astype(float), hi=hi.astype(float))
+    return trials.assign(lo=lo.astype(float), hi=hi.astype(float), reached=reached, diverged=status == "diverged")
 
 
 def interval(low: np.ndarray, high: Optional[np.ndarray] = None) -> tuple[float, float]:
@@ -64,31 +67,39 @@ class Pairs:
     study: np.ndarray
     low: np.ndarray
     high: np.ndarray
-    neither: int  # draws where neither condition reached the target (left out)
+    neither: int  # draws left out that say nothing of the ratio (neither reached; an interaction's unordered)
     draw: Optional[np.ndarray] = None  # the trial (draw) of each, for pairing two comparisons
+    diverged: tuple[int, int] = (0, 0)  # draws left out because the first, or the second, condition diverged
 
     @classmethod
     def of(cls, a: pd.DataFrame, b: pd.DataFrame) -> "Pairs":
-        """``a`` and ``b``: one condition's trials each (with lo/hi), joined on (study_key, trial)."""
+        """``a`` and ``b``: one condition's trials each (outcome_bounds'), joined on (study_key, trial); the draws
+        that say something of the ratio (the module's docstring)."""
         joined = a.merge(b, on=["study_key", "trial"], suffixes=("_a", "_b"))
-        neither = np.isinf(joined["lo_a"]) & np.isinf(joined["lo_b"])
-        kept = joined[~neither]
+        diverged = joined["diverged_a"].to_numpy(bool) | joined["diverged_b"].to_numpy(bool)
+        neither = ~diverged & ~joined["reached_a"].to_numpy(bool) & ~joined["reached_b"].to_numpy(bool)
+        kept = joined[~diverged & ~neither]
         low = divide(kept["lo_a"].to_numpy(float), kept["hi_b"].to_numpy(float))
         high = divide(kept["hi_a"].to_numpy(float), kept["lo_b"].to_numpy(float))
-        return cls(kept["study_key"].to_numpy(), low, high, int(neither.sum()), kept["trial"].to_numpy())
+        return cls(kept["study_key"].to_numpy(), low, high, int(neither.sum()), kept["trial"].to_numpy(),
+                   (int(joined["diverged_a"].sum()), int(joined["diverged_b"].sum())))
 
     def __len__(self) -> int:
         return len(self.low)
 
     def over(self, other: "Pairs") -> "Pairs":
         """The ratio of these paired ratios to ``other``'s on the draws both have (an interaction: did one
-        comparison's ratio fall below the other's?)."""
+        comparison's ratio fall below the other's?); a draw whose ratio of ratios is unbounded both ways, [0,
+        inf], says nothing and is left out."""
         mine = {(s, d): i for i, (s, d) in enumerate(zip(self.study, self.draw))}
         both = [(mine[(s, d)], j) for j, (s, d) in enumerate(zip(other.study, other.draw)) if (s, d) in mine]
         i, j = (np.array([k[n] for k in both], dtype=int) for n in (0, 1))
         low = divide(self.low[i], other.high[j], undefined=0.0) if len(both) else np.array([])
         high = divide(self.high[i], other.low[j], undefined=math.inf) if len(both) else np.array([])
-        return Pairs(self.study[i], low, high, len(self) + len(other) - 2 * len(both), self.draw[i])
+        says = ~((low == 0) & np.isinf(high))
+        left_out = len(self) + len(other) - 2 * len(both) + int((~says).sum())
+        diverged = (self.diverged[0] + other.diverged[0], self.diverged[1] + other.diverged[1])
+        return Pairs(self.study[i][says], low[says], high[says], left_out, self.draw[i][says], diverged)
 
 
 def turnbull(low: np.ndarray, high: np.ndarray, tolerance: float = 1e-7, steps: int = 1000
@@ -110,23 +121,34 @@ def turnbull(low: np.ndarray, high: np.ndarray, tolerance: float = 1e-7, steps: 
     return left, right, p
 
 
+# Masses of the Turnbull estimate closer than this are one (EM stops at a tolerance of 1e-7 per interval; with
+# up to a few hundred draws, two cumulative masses that differ at all differ by far more).
+TIE = 1e-5
+
+
 def censored_median(low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
-    """The median of the Turnbull estimate: the innermost interval where its distribution passes 1/2, as
-    (its left end, its right end); one value when every pair is exact or the median falls on an exact one."""
+    """Every median of the Turnbull estimate, as (the lowest, the highest): from the innermost interval where
+    its distribution reaches 1/2 to, where it stays at exactly 1/2 up to the next interval with mass (an even
+    count's two middle draws), that one's right end. One value when the median is unique and exact."""
     if np.array_equal(low, high):
         ordered = np.sort(low)
         return float(ordered[(len(ordered) - 1) // 2]), float(ordered[len(ordered) // 2])
     with np.errstate(divide="ignore"):  # a ratio of 0 (only the first reached the target) is -inf on this scale
         left, right, p = turnbull(np.log(low), np.log(high))
-    at = int(np.searchsorted(np.cumsum(p), 0.5 - 1e-9))
-    return float(np.exp(left[at])), float(np.exp(right[at]))
+    cumulative = np.cumsum(p)
+    at = int(np.searchsorted(cumulative, 0.5 - TIE))
+    end = at
+    if abs(cumulative[at] - 0.5) <= TIE and (later := np.flatnonzero(p[at + 1:] > TIE)).size:
+        end = at + 1 + int(later[0])  # not the end EM's round-off would pick
+    return float(np.exp(left[at])), float(np.exp(right[end]))
 
 
 def paired_effect(pairs: Pairs, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
     """The censoring-aware median paired ratio (``ratio_low``..``ratio_high``), its 90% bootstrap interval, and
     how the draws fall: fewer, more, the same, or not ordered (both censored past each other)."""
     n = len(pairs)
-    row = {"n_draws": n, "n_neither": pairs.neither, "n_fewer": int((pairs.high < 1).sum()),
+    row = {"n_draws": n, "n_neither": pairs.neither, "n_diverged_a": pairs.diverged[0],
+           "n_diverged_b": pairs.diverged[1], "n_fewer": int((pairs.high < 1).sum()),
            "n_more": int((pairs.low > 1).sum()), "n_same": int(((pairs.low == 1) & (pairs.high == 1)).sum())}
     row["n_open"] = n - row["n_fewer"] - row["n_more"] - row["n_same"]
     row["share_fewer"] = row["n_fewer"] / n if n else math.nan

@@ -3,6 +3,7 @@
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -18,8 +19,15 @@ BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -
 SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
          "before_batching": "example", "after_batching": "batch"}
 COLUMNS = ["claim", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies", "n_draws",
-           "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "study_best_median", "study_best_min",
-           "study_best_max", "verdict", "reason", "pending", "evidence"]
+           "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "n_neither", "n_diverged_a", "n_diverged_b",
+           "study_best_median", "study_best_min", "study_best_max", "n_studies_against", "resolution", "evaluations",
+           "n_unrecorded", "verdict", "reason", "pending", "evidence"]
+# An effect's range of medians in claims.csv: two non-negative ratios.
+RANGE = re.compile(r"[0-9.e+]+-[0-9.e+]+")
+# The marks of the README's cells, said below its table.
+UNRECORDED, AGAINST = "†", "‡"
+MARKS = (f"{UNRECORDED}: some of its runs name no CPU model, so one machine per study cannot be shown for them. "
+         f"{AGAINST}: reproduced, though some study's study-best ratio points the other way.\n")
 
 
 def measure(results: Path) -> pd.DataFrame:
@@ -62,8 +70,10 @@ def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -
 
 
 def _number(value, kind: str = "") -> str:
+    """A number for the tables; an effect whose median is not unique (``low-high``, as claims.csv holds it) as the
+    range of its two ends."""
     if isinstance(value, str):
-        return value
+        return "-".join(_number(float(end), kind) for end in value.split("-")) if RANGE.fullmatch(value) else value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if math.isinf(value):
@@ -81,7 +91,10 @@ def _cell(r) -> str:
     if pd.isna(r.ci_low):
         return f"{r.short}: not measured"
     unit = "x" if r.kind == "faster" else ""
-    return f"{r.short}: {_number(r.effect, r.kind)}{unit} [{_number(r.ci_low, r.kind)}, {_number(r.ci_high, r.kind)}]"
+    marks = (UNRECORDED if r.n_unrecorded > 0 else "") + (AGAINST if r.verdict == REPRODUCED
+                                                          and r.n_studies_against > 0 else "")
+    return (f"{r.short}: {_number(r.effect, r.kind)}{unit} [{_number(r.ci_low, r.kind)}, "
+            f"{_number(r.ci_high, r.kind)}]{marks}")
 
 
 def _brief(row) -> str:
@@ -103,7 +116,7 @@ def readme_table(claims: pd.DataFrame) -> str:
         rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
                      "evidence": "; ".join(evidence["link"])})
-    return table(pd.DataFrame(rows), {}) + "\n" + link_targets(claims["link"])
+    return table(pd.DataFrame(rows), {}) + "\n" + MARKS + "\n" + link_targets(claims["link"])
 
 
 def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
@@ -112,9 +125,11 @@ def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
     for claim, g in claims.groupby("claim", sort=False):
         rows = [{"workload": f"`{r.workload}`", "comparison": r.comparison,
                  "effect [90% interval]": _cell(r).split(": ", 1)[1], "studies": _count(r.n_studies),
-                 "draws (fewer/more/same/open)": _draws(r), "study-best ratio, median (min-max)": _study_best(r),
+                 "draws (fewer/more/same/open; diverged, each side)": _draws(r),
+                 "study-best ratio, median (min-max)": _study_best(r),
                  "verdict": r.verdict, "why": _why(r)} for r in g.itertuples()]
-        out[claim] = table(pd.DataFrame(rows), {})
+        text = table(pd.DataFrame(rows), {})
+        out[claim] = text + ("\n" + MARKS if UNRECORDED in text or AGAINST in text else "")
     return out
 
 
@@ -131,7 +146,9 @@ def _draws(r) -> str:
         return "-"
     if pd.isna(r.share_fewer):
         return f"{int(r.n_draws)}"
-    return f"{int(r.n_draws)} ({int(r.n_fewer)}/{int(r.n_more)}/{int(r.n_same)}/{int(r.n_open)})"
+    diverged = (f"; diverged {int(r.n_diverged_a)}/{int(r.n_diverged_b)}"
+                if r.n_diverged_a > 0 or r.n_diverged_b > 0 else "")
+    return f"{int(r.n_draws)} ({int(r.n_fewer)}/{int(r.n_more)}/{int(r.n_same)}/{int(r.n_open)}){diverged}"
 
 
 def _study_best(r) -> str:

@@ -93,7 +93,7 @@ class Comparison:
     def name(self) -> str:
         if self.kind == "interaction":
             return f"({self.a} / {self.b}) / ({self.c} / {self.d})"
-        return f"{self.a} vs {self.b}"
+        return f"{self.a} vs {self.b}" + (f", reaching {self.paper:g}x" if self.kind == "faster" and self.paper else "")
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,12 @@ CLAIMS = [
           [c for f in _c1 for c in _c1[f][0]]),
     Claim("C2", "before augmentation beats after; example echoing beats batch echoing", "Fig. 3",
           [c for f in _c1 for c in _c1[f][1]]),
+    # Faster at each e, and at e=5 as fast as the paper's 3.25x: two claims, refuted apart.
     Claim("C3", "seconds to target fall with e, 3.25x at e=5 with R near 6", "Fig. 4",
-          [Comparison(_wall, "faster", Condition("before_augmentation", e), paper=3.25 if e == 5 else None,
-                      short=f"speedup e={e:g}", successor=WALL_5) for e in (2.0, 3.0, 4.0, 5.0)]),
+          [Comparison(_wall, "faster", Condition("before_augmentation", e), short=f"e={e:g}", successor=WALL_5)
+           for e in (2.0, 3.0, 4.0, 5.0)]
+          + [Comparison(_wall, "faster", Condition("before_augmentation", 5.0), paper=3.25,
+                        short="e=5 vs the paper's 3.25x", successor=WALL_5)]),
     Claim("C4", "the language model keeps gaining up to e of about 4-8", "Fig. 5",
           [Comparison(_factor, "fewer", Condition(p, hi), Condition(p, lo), short=f"{name} e={hi:g}/{lo:g}")
            for p, name in (("before_batching", "example"), ("after_batching", "batch"))
@@ -192,24 +195,52 @@ def judge(kind: str, effect: dict, paper: Optional[float] = None) -> tuple[str, 
         return INCONCLUSIVE, f"too few draws: {effect['n_draws']}, at least {MIN_DRAWS} decide"
     lo, hi = effect["ci_low"], effect["ci_high"]
     if kind in ("fewer", "interaction"):
-        return _fewer(effect, lo, hi)
+        return _studies_agree(effect, *_fewer(effect, lo, hi))
     if kind == "faster":
-        if paper is not None:
-            if hi < paper:
-                return NOT_REPRODUCED, f"the interval lies below the paper's {paper:g}x"
-            return (REPRODUCED, f"the interval reaches the paper's {paper:g}x") if lo > 1 else (
-                INCONCLUSIVE, _would_decide(effect, 1.0))
-        if lo > 1:
-            return REPRODUCED, "the interval lies above 1"
-        if hi < 1 + MIN_SAVING:
-            return NOT_REPRODUCED, f"the interval excludes a {MIN_SAVING:.0%} speedup"
-        return INCONCLUSIVE, _would_decide(effect, 1.0)
+        return _faster(effect, lo, hi, paper)
     tolerance = effect["tolerance"]
     if lo > -tolerance:
         return REPRODUCED, f"the interval lies above a loss of {tolerance:.3g}"
     if hi < -tolerance:
         return NOT_REPRODUCED, f"the interval lies below a loss of {tolerance:.3g}"
     return INCONCLUSIVE, _would_decide(effect, -tolerance)
+
+
+def _faster(effect: dict, lo: float, hi: float, paper: Optional[float]) -> tuple[str, str]:
+    """Faster at all (the interval above 1), or as fast as the paper's stated speedup (it reaches it); either is
+    refuted only where the fresh-example counts the seconds rest on were fine enough (Resolution)."""
+    coarse = effect["resolution"] < RESOLUTION
+    if paper is not None:
+        if hi >= paper and lo > 1:
+            return REPRODUCED, f"the interval reaches the paper's {paper:g}x"
+        if hi < paper and not coarse:
+            return NOT_REPRODUCED, f"the interval lies below the paper's {paper:g}x"
+        if hi < paper:
+            return INCONCLUSIVE, (f"too coarse to refute: the interval lies below the paper's {paper:g}x, but at "
+                                  f"{effect['resolution']:.0f} evaluations to the reference's target (at least "
+                                  f"{RESOLUTION} needed)")
+        return INCONCLUSIVE, _would_decide(effect, 1.0)
+    if lo > 1:
+        return REPRODUCED, "the interval lies above 1"
+    if hi < 1 + MIN_SAVING and not coarse:
+        return NOT_REPRODUCED, f"the interval excludes a {MIN_SAVING:.0%} speedup"
+    if hi < 1 + MIN_SAVING:
+        return INCONCLUSIVE, (f"too coarse: no speedup seen, but at {effect['resolution']:.0f} evaluations to the "
+                              f"reference's target (at least {RESOLUTION} needed) a smaller one cannot be")
+    return INCONCLUSIVE, _would_decide(effect, 1.0)
+
+
+def _studies_agree(effect: dict, verdict: str, reason: str) -> tuple[str, str]:
+    """A paired effect with fewer than MIN_DRAWS studies reproduces a claim only where every study's study-best
+    ratio points its way (with so few studies the bootstrap's interval covers less than it says); with more, a
+    study that points the other way is said."""
+    against, studies = effect.get("n_studies_against", 0), effect.get("n_studies", 0)
+    if verdict != REPRODUCED or not against:
+        return verdict, reason
+    said = f"{against} of {studies} studies' study-best ratios point the other way"
+    if studies < MIN_DRAWS:
+        return INCONCLUSIVE, f"studies disagree: {said}"
+    return verdict, f"{reason}; {said}"
 
 
 def _fewer(effect: dict, lo: float, hi: float) -> tuple[str, str]:

@@ -30,7 +30,8 @@ def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
 
 def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Condition]) -> dict:
     """What undoes a comparison: unfinished conditions, echoed conditions off their factor, a study whose runs
-    come from several CPU models (its pairs would compare machines as well as conditions)."""
+    come from several CPU models (its pairs would compare machines as well as conditions); and what the reader
+    is told: how many of its runs name no CPU model (one machine cannot be shown for them)."""
     partial = tables.unfinished(trials)
     reasons, off = [], []
     for rows, condition in zip(chosen, conditions):
@@ -48,7 +49,9 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
     present = [rows for rows in chosen if not rows.empty]
     mixed = tables.machines(pd.concat(present)) if present else pd.DataFrame()
     machines = [f"{r.study_key}: {r.n_cpu_models}" for r in mixed.itertuples()]
-    return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines)}
+    unrecorded = int(sum(rows["cpu"].isna().sum() for rows in present)) if present else 0
+    return {"unfinished": "; ".join(reasons), "off_factor": "; ".join(off), "machines": "; ".join(machines),
+            "n_unrecorded": unrecorded}
 
 
 def trained_per_fresh(rows: pd.DataFrame) -> pd.Series:
@@ -76,34 +79,52 @@ def _study_best_ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.Series:
     return per_study_ratios(*best, undefined=1.0)
 
 
-def _study_best(chosen: list[Optional[pd.DataFrame]], interaction: bool) -> tuple[float, float, float, int]:
-    """The study-best ratio (a over b; an interaction's a/b over c/d, per study) as median, min, max, studies."""
+def _study_best(chosen: list[Optional[pd.DataFrame]], interaction: bool) -> pd.Series:
+    """The study-best ratio per study (a over b; an interaction's a/b over c/d)."""
     ratios = _study_best_ratios(chosen[0], chosen[1])
     if interaction:
         ratios = per_study_ratios(ratios, _study_best_ratios(chosen[2], chosen[3]), undefined=math.nan)
-    ratios = ratios.dropna()
-    if ratios.empty:
-        return math.nan, math.nan, math.nan, 0
-    return float(ratios.median()), float(ratios.min()), float(ratios.max()), len(ratios)
+    return ratios.dropna()
+
+
+def _pairs(chosen: list[Optional[pd.DataFrame]], interaction: bool) -> stats.Pairs:
+    pairs = stats.Pairs.of(chosen[0], chosen[1])
+    return pairs.over(stats.Pairs.of(chosen[2], chosen[3])) if interaction else pairs
+
+
+def _on_grid(rows: pd.DataFrame, cadence: float) -> pd.DataFrame:
+    """A condition's outcomes as evaluations see them: a count at an evaluation holds the ids of the batch that
+    crossed it too (32,004 for the 10th evaluation of 3,200), so each finite bound is floored to the grid."""
+    return rows.assign(**{k: np.floor(rows[k] / cadence) * cadence for k in ("lo", "hi")})
+
+
+def _reached_median(rows: pd.DataFrame) -> float:
+    return rows["fresh_examples_to_target"].where(rows["status"] == "reached_target").median()
 
 
 def fewer(trials: pd.DataFrame, comparison: Comparison) -> dict:
     conditions = [comparison.a, comparison.b, comparison.c, comparison.d]
+    interaction = comparison.kind == "interaction"
     chosen = [stats.outcome_bounds(select(trials, c)) if c is not None else None for c in conditions]
-    pairs = stats.Pairs.of(chosen[0], chosen[1])
-    if comparison.kind == "interaction":
-        pairs = pairs.over(stats.Pairs.of(chosen[2], chosen[3]))
-    row = stats.paired_effect(pairs)
-    median, low, high, studies = _study_best(chosen, comparison.kind == "interaction")
-    reference = chosen[1]["fresh_examples_to_target"].where(chosen[1]["status"] == "reached_target").median()
-    cadence = _cadence(trials)
-    row.update({"low": row.pop("ratio_low"), "high": row.pop("ratio_high"), "n_studies": studies,
-                "study_best_median": median, "study_best_min": low, "study_best_max": high})
-    # The resolution (evaluations in the reference's count) and the effect's size in evaluations (its bound
-    # nearest 1, the side against the claim).
-    row["resolution"] = reference / cadence if cadence else math.nan
-    row["evaluations"] = min(abs(1 - row["low"]), abs(1 - row["high"])) * row["resolution"]
     present = [c for c in chosen if c is not None]
+    row = stats.paired_effect(_pairs(chosen, interaction))
+    studies = _study_best(chosen, interaction)
+    row.update({"low": row.pop("ratio_low"), "high": row.pop("ratio_high"), "n_studies": len(studies),
+                "study_best_median": studies.median() if len(studies) else math.nan,
+                "study_best_min": studies.min() if len(studies) else math.nan,
+                "study_best_max": studies.max() if len(studies) else math.nan,
+                "n_studies_against": int((studies >= 1).sum())})
+    # The resolution: evaluations in the reference's count (an interaction's coarsest of its four conditions).
+    cadence = _cadence(trials)
+    counts = [_reached_median(c) for c in (present if interaction else [chosen[1]])]
+    row["resolution"] = min(counts) / cadence if cadence else math.nan
+    # The effect's size in evaluations (its bound nearest 1, the side against the claim), counted on the grid.
+    if cadence and row["n_draws"]:
+        grid = _pairs([_on_grid(c, cadence) if c is not None else None for c in chosen], interaction)
+        ends = stats.censored_median(grid.low, grid.high)
+        row["evaluations"] = round(min(abs(1 - ends[0]), abs(1 - ends[1])) * row["resolution"], 6)
+    else:
+        row["evaluations"] = math.nan
     return {**row, **flags(trials, present, [c for c in conditions if c is not None])}
 
 
@@ -113,16 +134,41 @@ def _cadence(trials: pd.DataFrame) -> Optional[float]:
 
 
 def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
-    """Per study, the reference's best trial's seconds over the condition's, each timed alone."""
+    """Per study, the reference's best trial's seconds over the condition's, each timed alone; the median's
+    interval from the studies' order statistics (:func:`median_interval`), and the resolution of the fresh-example
+    counts the seconds rest on (evaluations in the reference's count)."""
     seconds = tables.study_seconds(trials)
     a, b = (per_study_seconds(seconds, c) for c in (comparison.a, comparison.b))
     common = a.index.intersection(b.index)
     values = np.array([b[s] / a[s] for s in common if np.isfinite(a[s]) and np.isfinite(b[s])])
-    ci = _bootstrap_median(values)
+    ci = median_interval(values)
+    cadence = _cadence(trials)
+    reference = select(trials, comparison.b)
+    # The machines of every run whose seconds count: the tuning runs and the timed reruns of the study-best trials.
+    timed = [with_timed(trials, c) for c in (comparison.a, comparison.b)]
     return {"low": float(np.median(values)) if len(values) else math.nan, "ci_low": ci[0], "ci_high": ci[1],
             "n_draws": len(values), "n_studies": len(values),
-            **flags(trials, [select(trials, comparison.a), select(trials, comparison.b)],
-                     [comparison.a, comparison.b])}
+            "resolution": _reached_median(reference) / cadence if cadence else math.nan,
+            **flags(trials, timed, [comparison.a, comparison.b])}
+
+
+def median_interval(values: np.ndarray, level: float = stats.LEVEL) -> tuple[float, float]:
+    """The distribution-free interval of a median from n values' order statistics: [x_(k), x_(n+1-k)] for the
+    largest k whose coverage, 1 - 2 P(Binomial(n, 1/2) < k), is at least ``level`` (k = 1, the min and the max,
+    where none is: 5 studies give 0.94). No resampling, so it does not move with a seed."""
+    from scipy.stats import binom
+
+    if not len(values):
+        return math.nan, math.nan
+    ordered, n = np.sort(values), len(values)
+    k = max([j for j in range(1, (n + 1) // 2 + 1) if 1 - 2 * binom.cdf(j - 1, n, 0.5) >= level] or [1])
+    return float(ordered[k - 1]), float(ordered[n - k])
+
+
+def with_timed(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
+    """A condition's tuning trials and the timed reruns of them (select leaves the reruns out)."""
+    keep = select(trials.assign(path=trials["path"].str.removeprefix("timed/")), condition).index
+    return trials.loc[keep]
 
 
 def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
@@ -131,14 +177,6 @@ def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
     if condition.echo_factor is not None:
         keep &= seconds["echo_factor"] == condition.echo_factor
     return seconds.loc[keep].set_index("study_key")["seconds"]
-
-
-def _bootstrap_median(values: np.ndarray) -> tuple[float, float]:
-    """The median's interval over studies resampled with replacement."""
-    if not len(values):
-        return math.nan, math.nan
-    rng = np.random.default_rng(stats.SEED)
-    return stats.interval(np.array([np.median(rng.choice(values, size=len(values))) for _ in range(stats.RESAMPLES)]))
 
 
 def no_loss(trials: pd.DataFrame, comparison: Comparison) -> dict:

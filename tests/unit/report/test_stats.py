@@ -31,10 +31,44 @@ def test_a_pair_is_an_interval_of_ratios_and_a_draw_neither_reached_is_left_out(
     b = stats.outcome_bounds(trials(("reached_target", 100), ("pruned", 150), ("reached_target", 100),
                                     ("not_reached", 1000), ("diverged", None)))
     pairs = stats.Pairs.of(a, b)
-    assert pairs.neither == 1 and len(pairs) == 4
-    assert list(pairs.low) == [0.5, 0.0, 2.0, 0.0] and list(pairs.high) == [0.5, 2.0, INF, 0.0]
+    assert pairs.neither == 0 and pairs.diverged == (1, 1) and len(pairs) == 3
+    assert list(pairs.low) == [0.5, 0.0, 2.0] and list(pairs.high) == [0.5, 2.0, INF]
     effect = stats.paired_effect(pairs, resamples=50)
-    assert (effect["n_fewer"], effect["n_more"], effect["n_same"], effect["n_open"]) == (2, 1, 0, 1)
+    assert (effect["n_fewer"], effect["n_more"], effect["n_same"], effect["n_open"]) == (1, 1, 0, 1)
+    assert (effect["n_diverged_a"], effect["n_diverged_b"]) == (1, 1)
+
+
+def test_a_draw_says_something_only_where_one_side_reached_and_neither_diverged():
+    """Pruned against pruned, pruned against never, never against pruned: neither reached, the ratio could be
+    anything ([0, inf]), and the draw is left out, as never against never always was. A reference that diverged
+    against a condition that reached is no saving (it was a ratio of 0): left out, and counted on its side."""
+    a = stats.outcome_bounds(trials(("pruned", 200), ("pruned", 200), ("not_reached", 1000), ("not_reached", 1000),
+                                    ("reached_target", 90), ("reached_target", 90)))
+    b = stats.outcome_bounds(trials(("pruned", 300), ("not_reached", 1000), ("pruned", 300), ("not_reached", 1000),
+                                    ("diverged", None), ("reached_target", 100)))
+    pairs = stats.Pairs.of(a, b)
+    assert (len(pairs), pairs.neither, pairs.diverged) == (1, 4, (0, 1))
+    assert (pairs.low.tolist(), pairs.high.tolist()) == ([0.9], [0.9])
+
+
+def test_an_interactions_draw_unbounded_both_ways_is_left_out():
+    """C5's batch 128/16: a baseline not reached under a reached condition (a ratio of 0) over a pair known only
+    to be at most 1 gives [0 / 1, 0 / 0] = [0, inf]: it says nothing of the interaction."""
+    a = stats.outcome_bounds(trials(("reached_target", 50), ("reached_target", 60)))
+    b = stats.outcome_bounds(trials(("not_reached", 1000), ("reached_target", 100)))
+    c = stats.outcome_bounds(trials(("reached_target", 100), ("reached_target", 80)))
+    d = stats.outcome_bounds(trials(("pruned", 100), ("reached_target", 100)))
+    pairs = stats.Pairs.of(a, b).over(stats.Pairs.of(c, d))
+    assert len(pairs) == 1 and pairs.neither == 1 and pairs.low.tolist() == pytest.approx([0.75])
+
+
+def test_a_median_that_is_not_unique_is_the_range_of_medians():
+    """Four draws, one censored: the estimate's distribution is exactly 1/2 from the second draw to the third,
+    so every value from 0.5 to 0.6 is a median; EM's round-off must not pick one end."""
+    low, high = np.array([0.3, 0.5, 0.6, 0.8]), np.array([0.3, 0.5, 0.6, INF])
+    assert stats.censored_median(low, high) == pytest.approx((0.5, 0.6))
+    exact = np.array([0.3, 0.5, 0.6, 0.8])
+    assert stats.censored_median(exact, exact) == (0.5, 0.6)
 
 
 def test_the_censored_median_is_the_plain_median_without_censoring_and_uses_the_censored_draws():
@@ -90,6 +124,40 @@ def test_the_speedup_and_no_loss_rules():
     assert judge("faster", effect(ci_low=1.3, ci_high=2.5))[0] == REPRODUCED
     assert judge("faster", effect(ci_low=1.3, ci_high=2.5), paper=3.25)[0] == NOT_REPRODUCED
     assert judge("faster", effect(ci_low=1.3, ci_high=3.5), paper=3.25)[0] == REPRODUCED
+    assert judge("faster", effect(ci_low=0.8, ci_high=1.05))[0] == NOT_REPRODUCED
     assert judge("no_loss", effect(ci_low=-0.005, ci_high=0.02))[0] == REPRODUCED
     assert judge("no_loss", effect(ci_low=-0.05, ci_high=-0.02))[0] == NOT_REPRODUCED
     assert judge("no_loss", effect(ci_low=-0.05, ci_high=0.02))[0] == INCONCLUSIVE
+
+
+def test_a_speedup_is_refuted_only_at_a_fine_enough_cadence():
+    """C3 at e=5: 14-20 evaluations to the baseline's target, where the Resolution rule asks 40 to refute."""
+    verdict, why = judge("faster", effect(ci_low=1.11, ci_high=2.33, resolution=14.0), paper=3.25)
+    assert verdict == INCONCLUSIVE and why.startswith("too coarse to refute") and "at 14 evaluations" in why
+    assert judge("faster", effect(ci_low=0.8, ci_high=1.05, resolution=14.0))[0] == INCONCLUSIVE
+    assert judge("faster", effect(ci_low=1.11, ci_high=2.33, resolution=14.0))[0] == REPRODUCED
+
+
+def test_with_fewer_than_five_studies_every_study_must_point_the_claims_way():
+    against = effect(ci_low=0.5, ci_high=0.9, n_studies=3, n_studies_against=1)
+    verdict, why = judge("fewer", against)
+    assert verdict == INCONCLUSIVE and why == "studies disagree: 1 of 3 studies' study-best ratios point the other way"
+    verdict, why = judge("fewer", {**against, "n_studies": 5})
+    assert verdict == REPRODUCED and why.endswith("; 1 of 5 studies' study-best ratios point the other way")
+    assert judge("fewer", {**against, "n_studies_against": 0})[0] == REPRODUCED
+
+
+def test_an_effect_of_exactly_two_evaluations_on_the_grid_reproduces():
+    """C2 on the language model: the 10th evaluation against the reference's 12th is 2 evaluations, though the
+    counts at them (32,004 and 38,400) make it 1.99875 off the grid."""
+    assert judge("fewer", effect(ci_low=0.5, ci_high=0.83, evaluations=2.0))[0] == REPRODUCED
+
+
+def test_a_median_of_five_studies_has_the_order_statistics_interval():
+    """With 5 studies the median's 90% interval is [min, max] (coverage 1 - 2/32 = 0.94); with 9, the second
+    smallest to the second largest (0.96; the third would be 0.82). It resamples nothing."""
+    from echo_experiments.report.verdicts.evidence import median_interval
+
+    assert median_interval(np.array([1.5, 0.98, 2.33, 1.11, 1.7])) == (0.98, 2.33)
+    assert median_interval(np.arange(1.0, 10.0)) == (2.0, 8.0)
+    assert all(map(math.isnan, median_interval(np.array([]))))
