@@ -57,6 +57,32 @@ def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
     assert (tmp_path / "checkpoints").is_dir()
 
 
+def test_the_same_command_line_again_resumes_an_interrupted_run_and_ends_as_if_uninterrupted(tmp_path):
+    """No hydra.run.dir: the run's directory is named by its overrides (runs/<workload>/<overrides>), so the
+    command a user typed, typed again after a Ctrl-C, finds the run it interrupted and says it resumes it."""
+    command = [sys.executable, "-m", "echo_experiments", *LONG]
+    for where in ("whole", "cut"):
+        (tmp_path / where).mkdir()
+    whole = subprocess.run(command, cwd=tmp_path / "whole", capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    [run_dir] = (tmp_path / "whole" / "runs" / "synthetic").iterdir()
+    cut = tmp_path / "cut" / "runs" / "synthetic" / run_dir.name
+    proc = subprocess.Popen(command, cwd=tmp_path / "cut", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (cut / "metrics.jsonl").exists() or len(metric_rows(cut)) < 3:
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT and "run the same command to resume" in err
+    again = subprocess.run(command, cwd=tmp_path / "cut", capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{cut.relative_to(tmp_path / 'cut')} holds an interrupted run of this config: resuming it" in again.stdout
+    assert metric_rows(cut) == metric_rows(run_dir) and len(metric_rows(cut)) == 10
+    assert json.loads((cut / "summary.json").read_text())["steps"] == json.loads(
+        (run_dir / "summary.json").read_text())["steps"]
+
+
 def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from echo_experiments.core.rundir import RunDir; held = RunDir(sys.argv[1]).hold(); "

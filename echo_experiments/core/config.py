@@ -276,7 +276,15 @@ def short_name(name: str, limit: int = 120) -> str:
     return f"{name[:limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 
 
+def run_name(overrides: str) -> str:
+    """A single run's directory name: its overrides (hydra.job.override_dirname, sorted, the keys that say how to
+    run rather than what left out), so that the same command line names the same run and a rerun resumes it;
+    ``default`` for none."""
+    return short_name(overrides) if overrides else "default"
+
+
 OmegaConf.register_new_resolver("short_name", short_name, replace=True)
+OmegaConf.register_new_resolver("run_name", run_name, replace=True)
 # Integer arithmetic for presets whose budgets depend on the echo factor: ${max:4000,${mul:2000,${echo.factor}}}
 OmegaConf.register_new_resolver("mul", lambda a, b: int(round(float(a) * float(b))), replace=True)
 OmegaConf.register_new_resolver("max", lambda a, b: max(a, b), replace=True)

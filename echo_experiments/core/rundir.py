@@ -230,6 +230,9 @@ class RunDir:
                 "choose another hydra.run.dir or hydra.sweep.dir, or add trainer.restart=true to start this one over"))
         if done is not None:
             log.info("%s is complete (%s); not run again (trainer.restart=true runs it again)", self.path, done.status)
+        elif has_checkpoint:
+            log.info("%s holds an interrupted run of this config: resuming it (trainer.restart=true starts over)",
+                     self.path)
         return done
 
 
