@@ -3,7 +3,7 @@
     import tensorflow as tf
     from echo_experiments.tfdata import FreshCounter, echo, with_read_ids
 
-    ds = with_read_ids(records)                        # each element a dict with its read_id, before any repeat
+    ds = with_read_ids(records.repeat())               # each read a dict with its read_id: after repeat
     ds = ds.map(decode).shuffle(10_000)                # your upstream stages (they keep "read_id")
     ds = echo(ds, factor=2.0, shuffle_buffer=1280)     # each element e times, then shuffled so copies spread
     ds = ds.map(augment).batch(64)                     # your downstream stages
@@ -12,8 +12,10 @@
         fresh.update(batch.pop("read_id").numpy())     # fresh.count: the distinct examples trained on
         train_step(batch)
 
-Put ``with_read_ids`` where the data is read (before ``repeat``, so a second epoch reads new ids) and the
-echo stage where your input is slow to make: before augmentation (copies augmented apart), after it, or after
+Put ``with_read_ids`` where the data is read, after ``repeat``: every read is then fresh work of the input, a
+second epoch's reads included, and gets an id of its own (``with_read_ids(records).repeat(3)`` would give a
+re-read its first read's id, and count 10 fresh examples in 30 reads). Put the echo stage where your input is slow
+to make: before augmentation (copies augmented apart), after it, or after
 batching (``echo(ds.batch(64), factor, batched=True)``; the read ids are then a vector per batch). The stage is
 the one this project's experiments use (data/echo.py); schedules and budgets meant to compare echoed and plain
 runs should count ``fresh.count``, not steps.

@@ -34,6 +34,18 @@ def test_batch_echoing_repeats_whole_batches_and_a_second_epoch_reads_new_ids():
     assert fresh.count == 128
 
 
+def test_read_ids_after_repeat_count_a_second_epochs_reads_as_fresh():
+    """Where the docs say they go: the stream of reads. Before repeat, a re-read keeps its first read's id."""
+    def fresh(ds):
+        counter = FreshCounter()
+        for batch in echo(ds, 2.0).batch(10).as_numpy_iterator():
+            counter.update(batch["read_id"])
+        return counter.count
+
+    assert fresh(with_read_ids(records(10).repeat(3))) == 30
+    assert fresh(with_read_ids(records(10)).repeat(3)) == 10
+
+
 def test_echo_needs_read_ids():
     with pytest.raises(ValueError, match="echo needs elements with a read_id"):
         echo(records(), 2.0)
