@@ -83,9 +83,9 @@ def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir)
     workload = make(cfg.workload, data_dir)
     stream.build(workload, PipelineSpec.from_config(cfg))  # fashion_mnist: one stored shape, augmented in chunks
     workload.augments_in_chunks = False  # as ImageNet's or the detection task's examples, one at a time
-    with pytest.raises(ConfigError, match="echo.placement=before_augmentation with echo.factor=auto needs examples "
-                                          "of one shape before augmentation .ImageClassification's vary.: use "
-                                          "after_augmentation or after_batching"):
+    with pytest.raises(ConfigError, match="echo.factor=auto augments whole batches, with the workload's augment_chunk, "
+                                          "and ImageClassification augments one example at a time .augment.: give it "
+                                          "augment_chunk .*, or use after_augmentation or after_batching"):
         stream.build(workload, PipelineSpec.from_config(cfg))
 
 

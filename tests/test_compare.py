@@ -69,10 +69,10 @@ def test_compare_refuses_to_be_told_the_echo_factor_as_an_override(capsys):
 def test_where_the_autopilot_cannot_echo_at_the_echoed_runs_placement_compare_runs_it_after_batching(tmp_path, capsys):
     from echo_experiments.compare import autopilot
 
-    # Random crops to 12 pixels: examples of varying shape before augmentation, which the autopilot refuses there.
+    # Random crops resized to 12 pixels: augmented one example at a time, which the autopilot cannot do there.
     overrides = [*FAST, "workload.augment.image_size=12", "trainer.max_fresh_examples=1024"]
     placement, record = autopilot(overrides, "before_augmentation", tmp_path / "auto")
     assert (placement, record.placement, record.echo_auto, record.fresh_examples) == (
         "after_batching", "after_batching", True, 1024)
     assert "the autopilot cannot echo at before_augmentation here (echo.placement=before_augmentation with " \
-           "echo.factor=auto needs examples of one shape" in capsys.readouterr().out
+           "echo.factor=auto augments whole batches, with the workload's augment_chunk" in capsys.readouterr().out

@@ -53,6 +53,25 @@ def test_every_markdown_file_the_code_cites_exists():
     assert missing == []
 
 
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_section_the_code_cites_exists():
+    """``docs/<page>.md, "Heading"`` and ``docs/<page>.md#anchor`` in code and configs name a heading there."""
+    cited = re.compile(r'((?:docs|results|examples)/[\w./-]*\.md|README\.md)(?:, "([^"]+)"|#([\w-]+))')
+    missing, seen = [], 0
+    for path in CODE:
+        if path.is_file() and path.suffix not in (".png", ".svg"):
+            for page, heading, tag in cited.findall(path.read_text(errors="replace")):
+                headings = {anchor(h) for h in re.findall(r"^#+ (.+)$", (ROOT / page).read_text(), re.M)}
+                seen += 1
+                if (tag or anchor(heading)) not in headings:
+                    missing.append(f"{path.relative_to(ROOT)}: {page}, {heading or '#' + tag}")
+    assert missing == [] and seen > 0
+
+
 def readme_commands() -> list[tuple[str, list[str]]]:
     """(folder, argv) of every command line in the README's code blocks, comments cut off."""
     commands, folder = [], "."

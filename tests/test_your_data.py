@@ -86,3 +86,102 @@ def test_each_kind_of_data_trains_through_the_stream_with_exact_fresh_counts(tmp
     # (2 epochs of 384, a second epoch read with new read ids).
     assert (record.steps, record.fresh_examples, record.examples_trained) == (24, 768, 1536)
     assert [r["fresh_examples"] for r in rows] == [384, 768] and 0 <= rows[-1]["accuracy"] <= 1
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+RECORD = {"image": ("string", []), "label": ("int64", []), "read_id": ("int64", [])}
+EXAMPLE = {"image": ("uint8", [28, 28, 1]), "label": ("int64", []), "read_id": ("int64", [])}
+
+
+def spec(tensors) -> dict:
+    return {k: (v.dtype.name, v.shape.as_list()) for k, v in tensors.items()}
+
+
+def typed_workload(chunks: bool):
+    """The example workload, each hook asserting what docs/your-model.md says it receives."""
+    from fashion_mlp import FashionMLP
+
+    class Typed(FashionMLP):
+        augments_in_chunks = chunks
+        seen: list = []
+
+        def decode(self, record):
+            self.seen.append(("decode", spec(record)))
+            return super().decode(record)
+
+        def augment(self, example, seed):
+            self.seen.append(("augment", spec(example), spec({"seed": seed})))
+            return super().augment(example, seed)
+
+        def augment_chunk(self, examples, seed):
+            self.seen.append(("augment_chunk", spec(examples), spec({"seed": seed})))
+            return tf.map_fn(lambda x: super(Typed, self).augment(x, seed), examples)
+
+    return Typed
+
+
+@pytest.mark.parametrize("kind,chunks", [(kind, False) for kind in sorted(KINDS)] + [("npz", True)])
+def test_each_hook_receives_what_the_docs_say_for_each_kind_of_data(tmp_path, fashion, monkeypatch, kind, chunks):
+    from conftest import echoed_batches
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    dataset = KINDS[kind][0](tmp_path / "data", fashion)
+    cfg = compose_config(f"hydra.searchpath=[file://{EXAMPLES / 'conf'}]", "workload=fashion_mlp",
+                         f"workload.dataset={dataset}")
+    workload = typed_workload(chunks)(cfg.workload, tmp_path / "data")
+    batches = echoed_batches(workload, workload.train_source.encoded(0).take(16), "before_augmentation", 2,
+                             batch_size=8, shuffle_buffer=16)
+    augmented = ("augment_chunk", {k: (t, [None, *s]) for k, (t, s) in EXAMPLE.items()}, {"seed": ("int64", [2])}) \
+        if chunks else ("augment", EXAMPLE, {"seed": ("int64", [2])})
+    assert workload.seen == [("decode", RECORD), augmented]
+    assert {k: (v.dtype.name, list(v.shape)) for k, v in batches[0].items()} == {
+        "image": ("uint8", [8, 28, 28, 1]), "label": ("int64", [8]), "read_id": ("int64", [8])}
+    assert spec(workload.eval_examples().element_spec) == {"image": ("uint8", [28, 28, 1]), "label": ("int64", [])}
+    assert spec(workload.eval_source.decoded().element_spec) == {"image": ("uint8", [28, 28, 1]),
+                                                                "label": ("int64", [])}
+
+
+def test_a_hook_that_fails_is_one_line_with_the_users_own_line_and_the_error_in_full(tmp_path, fashion, monkeypatch):
+    from conftest import echoed_batches
+
+    from echo_experiments.core.schema import ConfigError
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from fashion_mlp import FashionMLP
+
+    class Broken(FashionMLP):
+        def augment(self, example, seed):
+            return {**example, "image": example["image"] + "x"}  # text added to pixels
+
+    cfg = compose_config(f"hydra.searchpath=[file://{EXAMPLES / 'conf'}]", "workload=fashion_mlp",
+                         f"workload.dataset={as_npz(tmp_path / 'data', fashion)}")
+    workload = Broken(cfg.workload, tmp_path / "data")
+    with pytest.raises(ConfigError) as error:
+        echoed_batches(workload, workload.train_source.encoded(0).take(8), "before_augmentation", 2, batch_size=8,
+                       shuffle_buffer=8)
+    line = Broken.augment.__code__.co_firstlineno + 1
+    assert str(error.value) == (
+        "Broken.augment fails on its examples: TypeError: Input 'y' of 'AddV2' Op has type string that does not "
+        f"match type uint8 of argument 'x'. (at {__file__}:{line}, in augment: return {{**example, \"image\": "
+        "example[\"image\"] + \"x\"}  # text added to pixels); what each hook receives: "
+        "docs/your-model.md#what-each-hook-receives")
+
+
+def test_tfrecord_images_stored_as_raw_pixels_end_the_run_with_one_line_saying_so(tmp_path, fashion):
+    from echo_experiments.core.schema import ConfigError
+
+    root = tmp_path / "data"
+    as_tfrecord(root, fashion)
+    for name, (images, labels) in fashion.items():  # the same records, the pixels' bytes in place of a PNG
+        with tf.io.TFRecordWriter(str(root / f"{name}-00000.tfrecord")) as writer:
+            for image, label in zip(images, labels):
+                feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+                           "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    with pytest.raises(ConfigError) as error:
+        run(compose_config(f"workload.dataset=tfrecord:{root}", "trainer.max_steps=4", "trainer.profile_batches=0",
+                           "trainer.progress=false", "trainer.tensorboard=false"), tmp_path / "run")
+    assert str(error.value) == (
+        "the input pipeline cannot take an example (Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, "
+        "BMP, WebP required.): the data is not what the workload's stages expect (images stored as PNG, JPEG, "
+        "BMP or GIF bytes; what each hook receives: docs/your-model.md#what-each-hook-receives)")

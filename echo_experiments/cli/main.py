@@ -38,12 +38,26 @@ def _run(cfg: DictConfig, out_dir: str):
     from echo_experiments.training.trainer import InputLost, PeerLost, run
 
     stop_if_signalled_at_startup()  # TensorFlow and JAX are imported: a safe point
+    log.info("%s", _first_line(cfg, out_dir))
     try:
         return run(cfg, out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:
         fail(str(e))
     except (InputLost, PeerLost, DiskFull) as e:
         end_now(str(e), 4 if isinstance(e, PeerLost) else 3)
+
+
+def _first_line(cfg: DictConfig, out_dir: str) -> str:
+    """What the run trains, on what data, to what target, and where it writes: a target set for the workload's
+    own data says so when the data is a user's."""
+    from echo_experiments.data.sources import known
+
+    target, dataset = cfg.workload.target, cfg.workload.dataset
+    line = f"{cfg.workload.name} on {dataset}, to {target.metric} {'>=' if target.mode == 'max' else '<='} " \
+           f"{target.value:g}"
+    if not known(dataset):
+        line += f" (the target of {cfg.workload.name}'s own data: set workload.target.value for {dataset})"
+    return f"{line} -> {out_dir}"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
@@ -79,9 +93,10 @@ def run_job(cfg: DictConfig) -> Optional[float]:
             sys.exit(128 + e.signum)
         except StartupInterrupted as e:
             end_now(str(e), 128 + e.signum)
-    log.info("%s: %s fresh examples to target, %d steps, %d fresh examples, %.1f s of training -> %s",
-             record.status, record.fresh_examples_to_target, record.steps, record.fresh_examples,
-             record.wall_time_s, out_dir)
+    reached = record.fresh_examples_to_target
+    log.info("%s: %s, %d steps, %d fresh examples, %.1f s of training -> %s", record.status,
+             "target not reached" if reached is None else f"{reached} fresh examples to target", record.steps,
+             record.fresh_examples, record.wall_time_s, out_dir)
     summary = Path(out_dir) / SUMMARY
     if current is not None and summary.exists():  # only the process that writes the run directory reports
         line = progress(Path(out_dir), summary.stat().st_mtime >= current.started, time.time() - began,
@@ -89,7 +104,6 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         if line:
             log.info("%s", line)
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
-    reached = record.fresh_examples_to_target
     return float(reached) if reached is not None else float("inf")
 
 

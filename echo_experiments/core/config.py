@@ -270,10 +270,12 @@ ConfigStore.instance().store(name="base_config", node=Config)
 
 
 def short_name(name: str, limit: int = 120) -> str:
-    """A directory name from a job's overrides, cut to a length every file system takes (with a hash)."""
-    if len(name) <= limit:
-        return name
-    return f"{name[:limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    """A directory name from a job's overrides, cut to a length every file system takes (with a hash); a path in
+    a value (workload.dataset=npz:/data/x) is one name, its slashes written as underscores."""
+    safe = name.replace("/", "_")
+    if len(safe) <= limit:
+        return safe
+    return f"{safe[:limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 
 
 def run_name(overrides: str) -> str:

@@ -111,6 +111,11 @@ class Source:
                               + how.format(data_dir=self.builder.data_dir_root)) from None
 
 
+def known(dataset: str) -> bool:
+    """Whether a data set is one this package knows by name (not a user's own)."""
+    return dataset.split("/")[0] in HOW_TO_GET
+
+
 def data_dir(configured: Optional[str]) -> Path:
     """The TFDS data directory: the configured one, else $TFDS_DATA_DIR, else ~/tensorflow_datasets."""
     path = configured or os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"

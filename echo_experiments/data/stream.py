@@ -24,9 +24,11 @@ import numpy as np
 import psutil
 import tensorflow as tf
 
+from echo_experiments.core import user_code
 from echo_experiments.core.placement import EchoSpec
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.core.user_code import HOOKS_DOC
 from echo_experiments.data.echo import CHUNK, echo
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -113,8 +115,10 @@ def _batches_as_read(workload: Any) -> None:
     augments whole batches (augment_chunk): ConfigError for a workload whose examples vary before augmentation."""
     if workload.augments and not workload.augments_in_chunks:
         raise ConfigError("echo.placement", "before_augmentation", "", (
-            f"echo.placement=before_augmentation with echo.factor=auto needs examples of one shape before "
-            f"augmentation ({type(workload).__name__}'s vary): use after_augmentation or after_batching"))
+            f"echo.placement=before_augmentation with echo.factor=auto augments whole batches, with the workload's "
+            f"augment_chunk, and {type(workload).__name__} augments one example at a time (augment): give it "
+            "augment_chunk (used where a workload has no augment, or sets augments_in_chunks = True), or use "
+            "after_augmentation or after_batching"))
 
 
 def _kept_read_ids(ds: tf.data.Dataset, workload: Any, stage: str) -> tf.data.Dataset:
@@ -140,14 +144,15 @@ def _trainable(ds: tf.data.Dataset, workload: Any, stage: str, shapes: bool = Tr
 
 
 def _traced(build: Callable[[], tf.data.Dataset], workload: Any, stage: str) -> tf.data.Dataset:
-    """``build()``, where tracing a workload's stage over its examples fails: ConfigError with the stage's error."""
+    """``build()``, where tracing a workload's stage over its examples fails: ConfigError with the stage's error,
+    its message in full and the user's own line."""
     try:
         return build()
-    except (TypeError, ValueError) as e:
+    except Exception as e:  # anything the stage raises while it is traced is the stage's failure
         name = type(workload).__name__
-        first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise ConfigError("workload.task", name, "", f"{name}.{stage} fails on its examples: {first.strip()[:200]}") \
-            from None
+        what = f"{name}.{stage} fails on its examples"
+        line = user_code.failure(e, what) or f"{what}: {user_code.message(e)}"
+        raise ConfigError("workload.task", name, "", f"{line}; what each hook receives: {HOOKS_DOC}") from None
 
 
 def _keys(spec: Any) -> str:

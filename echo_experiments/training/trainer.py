@@ -26,7 +26,7 @@ import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from echo_experiments.core import machine
+from echo_experiments.core import machine, user_code
 from echo_experiments.core.record import RunRecord, jsonable
 from echo_experiments.core.rundir import DiskFull, RunDir, study_best
 from echo_experiments.core.schema import ConfigError
@@ -70,6 +70,14 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
     except (KeyboardInterrupt, SystemExit, StartupInterrupted):  # none an Exception: _run lets them through
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
+    except (ConfigError, Interrupted, InputLost, PeerLost, DiskFull):  # each already the line to show
+        raise
+    except Exception as e:  # one raised in a user's own workload: its line and message, not the libraries'
+        task = cfg.workload.task
+        line = user_code.failure(e, f"workload.task={task} fails") if ":" in task else None  # module:Class
+        if line is None:
+            raise
+        raise ConfigError("workload.task", cfg.workload.task, "", line) from None
     finally:
         run_dir.release()
 

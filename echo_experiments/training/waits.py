@@ -12,6 +12,19 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import tensorflow as tf
 
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.user_code import HOOKS_DOC
+
+
+def _cause(error: tf.errors.OpError) -> str:
+    """TF wraps the cause in its op and iterator names; the Python error at the end is what to show."""
+    causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", error.message or "")
+    if causes:
+        return causes[-1]
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", error.message or "")  # the function and node names
+    text = re.sub(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ", "", text)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
 
 class InputLost(Exception):
     """The input pipeline's source stopped answering (nothing within data.timeout_s) or failed (a record server
@@ -84,11 +97,13 @@ class Batches:
         """What a call submitted to the helper thread returned, within the timeout."""
         try:
             return result_within(future, self.timeout_s, between=between)
+        except tf.errors.InvalidArgumentError as e:  # a stage that cannot take an example: rerunning cannot help
+            raise ConfigError("workload.dataset", None, "", (
+                f"the input pipeline cannot take an example ({_cause(e)}): the data is not what the workload's "
+                f"stages expect (images stored as PNG, JPEG, BMP or GIF bytes; what each hook receives: {HOOKS_DOC})"
+            )) from None
         except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
-            # TF wraps the cause in its op and iterator names; the Python error at the end is what to show.
-            causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", e.message or "")
-            cause = causes[-1] if causes else (e.message or type(e).__name__).strip().splitlines()[0]
-            raise InputLost(f"the input pipeline failed reading from {self.source}: {cause}") from None
+            raise InputLost(f"the input pipeline failed reading from {self.source}: {_cause(e)}") from None
         except concurrent.futures.TimeoutError:
             self._stuck = True
             self._waiter.shutdown(wait=False)

@@ -43,7 +43,8 @@ class Workload(abc.ABC):
     #: The schema of this task's ``workload`` config (its YAML starts from it: /workload_schema@workload). It
     #: declares the metrics ``evaluate`` returns, the data sets the task knows and whether it augments.
     config_class: ClassVar[type] = WorkloadConfig
-    #: Whether ``augment_chunk`` (same-shape examples a chunk at a time) is used instead of ``augment``.
+    #: Whether ``augment_chunk`` (same-shape examples a chunk at a time) is used instead of ``augment``: where a
+    #: class has only ``augment_chunk``, or says so.
     augments_in_chunks: bool = False
 
     def __init__(self, cfg: Any, data_dir: Path, compute_dtype: Any = jnp.float32):
@@ -55,6 +56,9 @@ class Workload(abc.ABC):
         self.train_source = sources.load(cfg.dataset, cfg.train_split, self.data_dir)
         self.eval_source = sources.load(cfg.dataset, cfg.eval_split, self.data_dir)
         self._eval_step = jax.jit(self.eval_outputs)
+        cls = type(self)
+        if cls.augment is Workload.augment and cls.augment_chunk is not Workload.augment_chunk:
+            self.augments_in_chunks = True
 
     @property
     def augments(self) -> bool:
