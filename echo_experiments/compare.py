@@ -4,8 +4,10 @@ this training?
 One command for the question a user has: profile the input and the step (R, the factor it recommends), then
 train the baseline, the echoed run and the autopilot (echo.factor=auto) on the same fresh-example schedule to
 the workload's target, and print fresh examples and seconds to target for each, the speedup beside the one R
-predicts, the factor each really echoed at, what an echoed example was worth, and whether other work shared
-the machine while they were timed. The runs stay in DIR (a run directory each) for the reporter.
+predicts, the factor each really echoed at, what an echoed example was worth, the R each run measured, and whether
+other work shared the machine while they were timed; then a one-line answer. A baseline that reaches its target
+within its first evaluations leaves nothing to measure: compare says so and stops (exit 2); a factor higher than
+the evaluation cadence resolves is cut to one it does. The runs stay in DIR (a run directory each) for the reporter.
 """
 
 import argparse
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 from omegaconf import DictConfig
 
 from echo_experiments.cli.compose import compose_all
@@ -82,6 +85,30 @@ def profile(overrides: list[str]) -> tuple[Timing, Optional[float]]:
 
 # A run that trained at most this many examples per fresh example echoed nothing worth measuring.
 NO_ECHO_BELOW = 1.01
+# A baseline that reached its target in fewer evaluations leaves nothing to measure: one evaluation would be more
+# than a tenth of its fresh examples, more than the timing spread below.
+MIN_EVALUATIONS = 10
+# The most echoing the cadence resolves: a factor whose best case (every copy worth a fresh example) would reach
+# the target in fewer evaluations than this is cut to one that takes this many.
+EVALUATIONS_AT_BEST = 2
+# Identical training timed minutes apart on one machine took 0.93-1.13 of the baseline's seconds
+# (results/run-autopilot_local): a speedup within 10% of 1 is no gain.
+TIMING_SPREAD = 0.10
+# R measured in the profile and the runs: beyond this ratio of the highest to the lowest the input changed speed
+# between the runs (each of R's two timings moves by the spread above).
+R_DRIFT = 1.25
+
+
+def evaluations_to_target(record: RunRecord, every: int) -> Optional[int]:
+    """The evaluation, counted from 1, at which a run reached its target (None: it did not)."""
+    reached = record.fresh_examples_to_target
+    return None if reached is None else max(1, round(reached / every))
+
+
+def resolvable_factor(base: RunRecord, every: int) -> Optional[float]:
+    """The highest factor the evaluation cadence resolves against this baseline (None: no limit known)."""
+    k = evaluations_to_target(base, every)
+    return None if k is None else max(1.0, k / EVALUATIONS_AT_BEST)
 
 
 def _echoed(r: RunRecord) -> bool:
@@ -109,30 +136,78 @@ def _worth_cell(base: RunRecord, r: RunRecord) -> str:
     return _cell(worth(base, r), 2)
 
 
+def _shared(rows: list[tuple[str, RunRecord]]) -> list[str]:
+    """The runs timed while other work kept more than SHARED_CORES busy (or with no record of it)."""
+    return [name for name, r in rows if r.other_cores is None or r.other_cores > SHARED_CORES]
+
+
+def _ratios(rows: list[tuple[str, RunRecord]], timing: Timing) -> list[float]:
+    """R as the profile and each run measured it (a run measures it when trainer.profile_batches > 0)."""
+    return [timing.ratio, *(r.upstream_downstream_ratio for _, r in rows if r.upstream_downstream_ratio)]
+
+
 def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
     """The comparison as Markdown: fresh examples and seconds to target, the speedup beside what R predicts,
-    the factor each run really echoed at and what an echoed example was worth."""
+    the factor each run really echoed at, what an echoed example was worth and the R each run measured."""
     def speedup(r: RunRecord) -> Optional[float]:
         return base.seconds_to_target / r.seconds_to_target if base.seconds_to_target and r.seconds_to_target \
             else None
 
     rows = [("baseline", base), *echoed]
     lines = ["| run | fresh examples to target | seconds to target | speedup | predicted | trained per fresh | "
-             "one echoed example worth | other cores busy |", "|---|---|---|---|---|---|---|---|"]
+             "one echoed example worth | other cores busy | R in the run |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows:
         predicted = timing.predicted_speedup(r.effective_echo_factor or 1.0) if r is not base else None
         lines.append(f"| {name} | {_cell(r.fresh_examples_to_target, 0)} | {_cell(r.seconds_to_target)} | "
                      f"{_cell(speedup(r), 2) if r is not base else ''} | {_cell(predicted, 2) if predicted else ''} | "
                      f"{_cell(r.effective_echo_factor, 2)} | {_worth_cell(base, r)} | "
-                     f"{_cell(r.other_cores, 2)} |")
-    shared = [name for name, r in rows if r.other_cores is None or r.other_cores > SHARED_CORES]
+                     f"{_cell(r.other_cores, 2)} | {_cell(r.upstream_downstream_ratio, 2)} |")
+    shared, ratios = _shared(rows), _ratios(rows, timing)
     lines += ["", f"speedup: baseline seconds / the run's seconds to target; predicted from R = {timing.ratio:.2f} at "
               "the factor the run trained at: max(1, min(e, R)), the bound if every echoed example were as good as "
               "a fresh one; an echoed example's worth w: fresh examples baseline / run = 1 + w (e - 1)",
+              f"R (upstream seconds a batch / seconds a step): {timing.ratio:.2f} in the profile, "
+              f"{min(ratios):.2f}-{max(ratios):.2f} over the profile and the runs",
               (f"the machine was shared while {' and '.join(shared)} ran (more than {SHARED_CORES:g} cores of other "
                "work): its seconds are not a clean timing; run again on an idle machine") if shared else
               "the machine was not shared while any ran: the seconds are timings"]
     return "\n".join(lines) + "\n"
+
+
+def answer(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing, every: int) -> str:
+    """The comparison's answer in one line, by the rules above: where the baseline leaves nothing to measure, the
+    machine was shared or R moved between the runs, it cannot tell; else the fastest echoed run's seconds to target
+    against the baseline's, split into fresh examples to target and seconds per fresh example."""
+    k = evaluations_to_target(base, every)
+    if k is None:
+        return ("cannot tell: the baseline did not reach the target (raise trainer.max_fresh_examples or lower "
+                "workload.target.value)")
+    if k < MIN_EVALUATIONS:
+        return (f"cannot tell: the baseline reached the target at evaluation {k} ({base.fresh_examples_to_target:,} "
+                f"fresh examples, one evaluation every {every:,}), too early for the comparison to measure anything; "
+                f"evaluate at least {MIN_EVALUATIONS} times before the target (trainer.eval_every_fresh_examples="
+                f"{max(1, base.fresh_examples_to_target // MIN_EVALUATIONS)}) or set a harder workload.target.value")
+    rows = [("baseline", base), *echoed]
+    if shared := _shared(rows):
+        return f"cannot tell: the machine was shared while {' and '.join(shared)} ran; run again on an idle machine"
+    ratios = _ratios(rows, timing)
+    if max(ratios) > R_DRIFT * min(ratios):
+        return (f"cannot tell: R moved from {min(ratios):.2f} to {max(ratios):.2f} between the profile and the runs "
+                "(the input changed speed), so their seconds were timed against different inputs; run again")
+    reached = [(name, r) for name, r in echoed if r.seconds_to_target]
+    if not reached:
+        return "no gain here: no echoed run reached the target"
+    name, best = min(reached, key=lambda item: item[1].seconds_to_target)
+    speedup = base.seconds_to_target / best.seconds_to_target
+    fresh = best.fresh_examples_to_target / base.fresh_examples_to_target
+    parts = (f"fresh examples to target {fresh:.2f}x the baseline's, seconds per fresh example "
+             f"{speedup ** -1 / fresh:.2f}x")
+    if speedup > 1 + TIMING_SPREAD:
+        return f"echoing saved {1 - 1 / speedup:.0%} of the seconds to target here: {name}, {speedup:.2f}x ({parts})"
+    if speedup < 1 - TIMING_SPREAD:
+        return f"no gain here: the fastest echoed run, {name}, was slower, {speedup:.2f}x ({parts})"
+    return (f"no gain here: the fastest echoed run, {name}, {speedup:.2f}x, is within the {TIMING_SPREAD:.0%} spread "
+            f"of identical runs ({parts})")
 
 
 def _show_progress() -> None:
@@ -180,17 +255,36 @@ def _compare(args: argparse.Namespace, cfg: DictConfig, argv: Optional[list[str]
     if args.factor < SMALLEST:
         args.factor = 2.0
         print(f"echoing at e=2 to show what it costs: R = {timing.ratio:.2f} recommends none", flush=True)
-    factor, out = args.factor, args.out
+    out, every = args.out, int(cfg.trainer.eval_every_fresh_examples)
+    command = f"`python -m echo_experiments.compare {' '.join(argv or sys.argv[1:])}`"
     base = _run(args.overrides + ["echo.factor=1"], out / "baseline", "the baseline")
+    k = evaluations_to_target(base, every)
+    if k is not None and k < MIN_EVALUATIONS:
+        line = answer(base, [], timing, every)
+        (out / "compare.md").write_text(f"{command}\n\n{table(base, [], timing)}\n{line}\n")
+        fail(line)
+    factor = _resolvable(args.factor, base, every)
     echoed = [(f"e={factor:g} at {cfg.echo.placement}",
                _run(args.overrides + [f"echo.factor={factor:g}"], out / f"echo_factor={factor:g}", f"e={factor:g}"))]
     if args.auto:
         placement, auto = autopilot(args.overrides, cfg.echo.placement, out / "echo_factor=auto")
         echoed.append((f"auto at {placement} (cap {auto.echo_max_factor:g})", auto))
-    text = table(base, echoed, timing)
+    text = f"{table(base, echoed, timing)}\n{answer(base, echoed, timing, every)}\n"
     print(text)
-    (out / "compare.md").write_text(f"`python -m echo_experiments.compare {' '.join(argv or sys.argv[1:])}`\n\n{text}")
+    (out / "compare.md").write_text(f"{command}\n\n{text}")
     return 0
+
+
+def _resolvable(factor: float, base: RunRecord, every: int) -> float:
+    """``factor``, or the highest one the evaluation cadence resolves against the baseline, saying so."""
+    cap = resolvable_factor(base, every)
+    if cap is None or factor <= cap:
+        return factor
+    cut = float(np.floor(cap * 100) / 100)
+    print(f"echoing at e={cut:g}, not {factor:g}: the baseline reached the target at evaluation "
+          f"{evaluations_to_target(base, every)}, and above e={cut:g} even copies as good as fresh examples would "
+          f"reach it in fewer than {EVALUATIONS_AT_BEST} evaluations, which the cadence cannot tell apart", flush=True)
+    return cut
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from conftest import FAST
 
 
 def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_their_records(tmp_path):
+    # Evaluations every 128 fresh examples: the baseline reaches its target in about 18, enough to measure.
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.compare", *FAST, "storage=emulated",
-                           "storage.latency_ms=0.5", "trainer.profile_batches=5", "--factor", "2",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                           "storage.latency_ms=0.5", "trainer.profile_batches=5",
+                           "trainer.eval_every_fresh_examples=128", "--factor", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert out.startswith("profiling: ") and "\nadvice: " in out
@@ -28,6 +30,7 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
     for name, r in (("baseline", base), ("e=2 at before_augmentation", echoed), ("auto at before_augmentation", auto)):
         assert rows[name][:2] == [f"{r['fresh_examples_to_target']:,}", f"{r['seconds_to_target']:,.1f}"]
         assert rows[name][4] == f"{r['effective_echo_factor']:,.2f}"
+        assert rows[name][7] == f"{r['upstream_downstream_ratio']:,.2f}"  # the R each run measured
     for name, r in (("e=2 at before_augmentation", echoed), ("auto at before_augmentation", auto)):
         assert rows[name][2] == f"{base['seconds_to_target'] / r['seconds_to_target']:,.2f}"
         ratio = base["upstream_s_per_batch"] / base["downstream_s_per_step"]
@@ -37,6 +40,24 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
     worth = (base["fresh_examples_to_target"] / echoed["fresh_examples_to_target"] - 1) / (e - 1)
     assert rows["e=2 at before_augmentation"][5] == f"{worth:,.2f}"
     assert "the machine was" in out and (tmp_path / "compare.md").read_text().count("| baseline |") == 1
+    last = out.strip().splitlines()[-1]
+    assert re.match(r"(echoing saved \d+% of the seconds to target here: |no gain here: |cannot tell: )", last), last
+    assert (tmp_path / "compare.md").read_text().strip().endswith(last)
+
+
+def test_a_baseline_that_reaches_its_target_at_the_first_evaluation_gets_no_speedup(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments.compare", *FAST, "trainer.profile_batches=5",
+                           "trainer.eval_every_fresh_examples=2048", "workload.target.value=0.5", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    base = json.loads((tmp_path / "baseline" / "summary.json").read_text())
+    assert base["fresh_examples_to_target"] == 2048  # the first evaluation
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: cannot tell: the baseline reached the target at evaluation 1 (2,048 fresh examples, one evaluation "
+        "every 2,048), too early for the comparison to measure anything; evaluate at least 10 times before the "
+        "target (trainer.eval_every_fresh_examples=204) or set a harder workload.target.value")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline", "compare.md"]  # no echoed run
+    assert "| baseline |" in (tmp_path / "compare.md").read_text() and "speedup" not in proc.stdout.split("|")[-1]
 
 
 def test_a_signal_during_compare_is_one_line_that_says_how_to_go_on(tmp_path):

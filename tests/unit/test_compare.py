@@ -1,0 +1,54 @@
+"""compare's one-line answer and the factor the evaluation cadence resolves, from the runs' records."""
+
+import pytest
+
+from echo_experiments.compare import answer, evaluations_to_target, resolvable_factor
+from echo_experiments.core.record import RunRecord, Target
+from echo_experiments.training.timing import Timing
+
+EVERY = 1000
+TIMING = Timing(upstream_s_per_batch=0.2, downstream_s_per_step=0.1)  # R = 2
+
+
+def record(fresh, seconds, e=1.0, other_cores=0.0, ratio=2.0) -> RunRecord:
+    return RunRecord("w", "after_batching", e, 64, 0, 0, None, None, "reached_target" if fresh else "not_reached", 100,
+                     fresh or 50_000, 10.0, Target("accuracy", 0.9), fresh, 100, seconds,
+                     effective_echo_factor=e, other_cores=other_cores, upstream_downstream_ratio=ratio)
+
+
+def test_a_speedup_beyond_the_timing_spread_is_a_saving_split_into_fresh_examples_and_seconds_per_fresh():
+    base, echoed = record(20_000, 100.0), record(24_000, 60.0, e=2)
+    assert answer(base, [("e=2 at after_batching", echoed)], TIMING, EVERY) == (
+        "echoing saved 40% of the seconds to target here: e=2 at after_batching, 1.67x (fresh examples to target "
+        "1.20x the baseline's, seconds per fresh example 0.50x)")
+
+
+@pytest.mark.parametrize("seconds,starts", [(95.0, "no gain here: the fastest echoed run, e=2, 1.05x, is within the "
+                                                   "10% spread of identical runs"),
+                                            (150.0, "no gain here: the fastest echoed run, e=2, was slower, 0.67x")])
+def test_within_the_spread_or_slower_is_no_gain(seconds, starts):
+    assert answer(record(20_000, 100.0), [("e=2", record(30_000, seconds, e=2))], TIMING, EVERY).startswith(starts)
+
+
+def test_a_baseline_at_its_first_evaluations_leaves_nothing_to_measure():
+    line = answer(record(3_000, 10.0), [("e=2", record(2_000, 1.0, e=2))], TIMING, EVERY)
+    assert line == ("cannot tell: the baseline reached the target at evaluation 3 (3,000 fresh examples, one "
+                    "evaluation every 1,000), too early for the comparison to measure anything; evaluate at least 10 "
+                    "times before the target (trainer.eval_every_fresh_examples=300) or set a harder "
+                    "workload.target.value")
+    assert answer(record(None, None), [], TIMING, EVERY).startswith("cannot tell: the baseline did not reach")
+
+
+def test_a_shared_machine_or_an_input_that_changed_speed_cannot_tell():
+    base = record(20_000, 100.0)
+    assert answer(base, [("e=2", record(20_000, 50.0, e=2, other_cores=0.9))], TIMING, EVERY) == (
+        "cannot tell: the machine was shared while e=2 ran; run again on an idle machine")
+    assert answer(base, [("e=2", record(20_000, 50.0, e=2, ratio=3.2))], TIMING, EVERY).startswith(
+        "cannot tell: R moved from 2.00 to 3.20 between the profile and the runs")
+    assert answer(base, [("e=2", record(20_000, 50.0, e=2, ratio=2.4))], TIMING, EVERY).startswith("echoing saved")
+
+
+def test_the_cadence_caps_the_factor_at_two_evaluations_of_the_best_case():
+    base = record(12_000, 100.0)
+    assert evaluations_to_target(base, EVERY) == 12 and resolvable_factor(base, EVERY) == 6.0
+    assert resolvable_factor(record(None, None), EVERY) is None
