@@ -28,6 +28,7 @@ from echo_experiments.core.record import RunRecord
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
 from echo_experiments.report.tables import SHARED_CORES
+from echo_experiments.report.verdicts.autopilot_checks import input_bound_verdicts
 from echo_experiments.training.timing import Timing
 from echo_experiments.training.trainer import run
 
@@ -250,7 +251,7 @@ def _go_on(args: argparse.Namespace, given: list[str]) -> str:
 def _compare(args: argparse.Namespace, cfg: DictConfig, argv: Optional[list[str]]) -> int:
     print(f"profiling: {PROFILE[0].split('=')[1]} steps of the input and the train step, without echoing", flush=True)
     timing, busy = profile(args.overrides)
-    print(timing.advice(busy), flush=True)
+    print(timing.advice(busy, autopilot=input_bound_verdicts()), flush=True)
     args.factor = args.factor or timing.recommended_echo_factor()
     if args.factor < SMALLEST:
         args.factor = 2.0

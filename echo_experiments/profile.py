@@ -11,6 +11,7 @@ from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
+from echo_experiments.report.verdicts.autopilot_checks import input_bound_verdicts
 from echo_experiments.training.timing import Timing
 from echo_experiments.training.trainer import run
 
@@ -46,7 +47,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"recommended echo factor: {e:g} (the largest e <= R)")
     print(f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
           "example were worth a fresh one (python -m echo_experiments.compare measures it)")
-    print(timing.advice(summary.other_cores))
+    print(timing.advice(summary.other_cores, autopilot=input_bound_verdicts()))
     return 0
 
 

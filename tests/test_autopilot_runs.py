@@ -3,6 +3,7 @@ slow, never past its cap, counts fresh examples exactly, logs the factor it chos
 run goes on from its counts; a replay of a run's recorded decisions trains as that run did."""
 
 import json
+import re
 
 import pytest
 from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
@@ -30,9 +31,13 @@ def _check_counts(out, record):
     return rows
 
 
-def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path):
-    record = run(compose_config(*SLOW), tmp_path)
-    _check_counts(tmp_path, record)
+def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="echo_experiments.training.trainer"):
+        record = run(compose_config(*SLOW), tmp_path)
+    rows = _check_counts(tmp_path, record)
+    steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [re.search(r"  echo (\d+\.\d\d)  ", line).group(1) for line in steps] == [
+        f"{row['delivered_per_fresh']:.2f}" for row in rows]  # each evaluation's line says the factor it chose
 
 
 def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, monkeypatch):

@@ -46,7 +46,8 @@ def test_a_run_logs_its_curves_on_steps_and_on_fresh_examples_and_its_hparams(tm
     assert same(curve(reader, "by_fresh/train/loss"), [(r["fresh_examples"], r["train_loss"]) for r in kept])
     assert same(curve(reader, "train/learning_rate"), [(r["step"], 0.1) for r in kept])
     # Echoing at e=2 trains on each fresh example twice once the echo stage is in steady state.
-    assert [v for _, v in curve(reader, "train/delivered_per_fresh")] == pytest.approx([2.0] * 4)
+    assert [v for _, v in curve(reader, "train/effective_echo_factor")] == pytest.approx([2.0] * 4)
+    assert "train/delivered_per_fresh" not in reader.Tags()[TENSORS]  # the autopilot's, per evaluation
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "reached_target"  # accuracy 0.85 by 2,048 fresh examples; it trains on
     assert curve(reader, "outcome/reached_target") == [(summary["steps"], 1.0)]

@@ -70,5 +70,18 @@ def test_the_advice_says_what_to_do_and_when_the_machine_was_busy():
     assert Timing(0.01, 0.04).advice(0.0).startswith("advice: not input-bound (R = 0.25 < 1)")
     text = Timing(0.5, 0.1).advice(0.01)
     assert text.startswith("advice: input-bound by R = 5.00: try echo.factor=5 ") and "warning" not in text
-    assert "echo=after_batching echo.factor=auto" in text and "python -m echo_experiments.compare" in text
+    assert "echo.factor=auto" not in text and "python -m echo_experiments.compare" in text
     assert "warning: other processes kept 1.30 cores busy" in Timing(0.5, 0.1).advice(1.3)
+
+
+def test_the_advice_names_the_autopilot_only_where_its_input_bound_checks_are_met(tmp_path):
+    from echo_experiments.report.verdicts.autopilot_checks import INPUT_BOUND, input_bound_verdicts
+
+    met = Timing(0.5, 0.1).advice(0.0, autopilot={"A1": "met", "A2": "met"})
+    assert "(or let the autopilot follow the input: echo=after_batching echo.factor=auto)" in met
+    lost = Timing(0.5, 0.1).advice(0.0, autopilot={"A1": "not met", "A2": "met"})
+    assert "echo.factor=auto" not in lost and "(a fixed factor, not the autopilot: its checks where the input is " \
+        "the bottleneck are A1 not met, A2 met, results/autopilot.csv)" in lost
+    assert "autopilot" not in Timing(0.01, 0.04).advice(0.0, autopilot={"A1": "met", "A2": "met"})
+    committed = input_bound_verdicts()  # the repository's own table, as the profiler reads it
+    assert set(committed) == set(INPUT_BOUND) and input_bound_verdicts(tmp_path / "none.csv") is None

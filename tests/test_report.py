@@ -239,6 +239,25 @@ def test_conditions_with_fewer_than_three_studies_are_not_yet_results(report):
     assert "**Not yet results** (4 conditions; unfinished.csv)" in (report / "report.md").read_text()
 
 
+def test_a_figure_showing_conditions_that_are_not_yet_results_says_so_at_its_foot(report):
+    from echo_experiments.report import figures
+
+    named = {"fresh": "fresh_examples_to_target", "speed": "speedups", "curves": "curves", "best_of_k": "best_of_k"}
+    read = {key: pd.read_csv(report / f"{name}.csv") for key, name in named.items()}
+    partial = pd.read_csv(report / "unfinished.csv")
+    def marks(drawn):
+        return {name: [t.get_text() for t in fig.texts if t.get_text().startswith("not yet")]
+                for name, fig in drawn.items()}
+
+    # Of the five conditions, only e=2 before augmentation has its 3 studies.
+    got = marks(figures.draw_all(read, unfinished=partial))
+    assert got["fresh_examples_at_e2"] == ["not yet results: 4 of the 5 conditions of the table drawn here (too few "
+                                           "studies or trials; unfinished.csv)"]
+    assert len(got) > 1 and all(len(mark) == 1 for mark in got.values())  # the baseline is in every one
+    finished = figures.draw_all(read, unfinished=partial.iloc[:0])
+    assert not any(marks(finished).values())
+
+
 def test_a_study_missing_trials_of_its_search_is_not_yet_a_result_until_they_finish(tmp_path):
     def trial(study, t):
         path = make_run(tmp_path / "runs", f"s{study}t{t}", study=study, trial=t, fresh=1000 + 100 * t, steps=10)

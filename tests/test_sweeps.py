@@ -132,6 +132,11 @@ def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     log = proc.stdout + proc.stderr + "".join(p.read_text() for p in sorted(tmp_path.rglob("*_log.*")))
     assert log.count("not run: the same run as another job of this sweep") == 1
     assert "3 of 3 jobs complete" in log
+    jobs = [line for line in log.splitlines() if "][echo_experiments" in line]  # the jobs' lines, each tagged
+    assert jobs and all(re.search(r"\]\[INFO\] - \[job \d+\] ", line) for line in jobs), jobs[:5]
+    firsts = {m.group(1): m.group(2) for m in re.finditer(r"\[job (\d+)\] synthetic on synthetic_images, to "
+                                                          r"accuracy >= [\d.]+ -> (\S+)", log)}
+    assert len(firsts) == 3  # each job's first line says which folder its number is
 
 
 def test_a_signal_to_a_sweep_of_parallel_jobs_checkpoints_each_running_job_and_starts_no_other(tmp_path):

@@ -24,6 +24,7 @@ from echo_experiments.cli import worker_stops
 from echo_experiments.cli.compose import CONFIG_MODULE
 from echo_experiments.cli.exits import end_now, fail
 from echo_experiments.cli.plan import PLAN_VARIABLE, SweepPlan, job_key, plan, progress
+from echo_experiments.core.record import RunRecord
 from echo_experiments.core.rundir import SUMMARY, unwritable
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
@@ -60,11 +61,44 @@ def _first_line(cfg: DictConfig, out_dir: str) -> str:
     return f"{line} -> {out_dir}"
 
 
+def _last_line(record: RunRecord, out_dir: str) -> str:
+    """How the run ended, and, for the autopilot, the factor it trained at and the copies it made."""
+    reached = record.fresh_examples_to_target
+    auto = (f", the autopilot trained {record.effective_echo_factor:.2f} examples per fresh one (cap "
+            f"{record.echo_max_factor:g}, {record.echo_copied_batches} batches copied)") \
+        if record.echo_auto and record.effective_echo_factor is not None else ""
+    return (f"{record.status}: {'target not reached' if reached is None else f'{reached} fresh examples to target'}, "
+            f"{record.steps} steps, {record.fresh_examples} fresh examples{auto}, {record.wall_time_s:.1f} s of "
+            f"training -> {out_dir}")
+
+
+class _JobTag(logging.Filter):
+    """Prefixes every line a job logs with its number in the sweep (its first line names its folder)."""
+
+    def __init__(self, tag: str):
+        super().__init__()
+        self.tag = tag
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "job_tagged", False):  # a record goes through every handler: tagged once
+            record.msg, record.job_tagged = f"{self.tag} {record.msg}", True
+        return True
+
+
+def _tag_lines(tag: str) -> None:
+    """Hydra configures the job's handlers anew for every job: the tag goes on this job's."""
+    for handler in logging.getLogger().handlers:
+        handler.filters = [f for f in handler.filters if not isinstance(f, _JobTag)]
+        handler.addFilter(_JobTag(tag))
+
+
 @hydra.main(version_base="1.3", config_path="pkg://" + CONFIG_MODULE, config_name="config")
 def run_job(cfg: DictConfig) -> Optional[float]:
     stop_if_signalled_at_startup()  # Hydra has composed the config and made the run's folder: a safe point
     out_dir = HydraConfig.get().runtime.output_dir
     current = SweepPlan.of_this_job()
+    if current is not None and current.jobs > 1:  # parallel jobs' lines interleave: each says its job
+        _tag_lines(f"[job {HydraConfig.get().job.num}]")
     if current is not None and job_key(cfg) in current.repeats:
         log.info("not run: the same run as another job of this sweep (at echo factor 1 there is no echo stage, "
                  "so the placement and echo shuffle make no difference) -> %s", out_dir)
@@ -93,10 +127,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
             sys.exit(128 + e.signum)
         except StartupInterrupted as e:
             end_now(str(e), 128 + e.signum)
-    reached = record.fresh_examples_to_target
-    log.info("%s: %s, %d steps, %d fresh examples, %.1f s of training -> %s", record.status,
-             "target not reached" if reached is None else f"{reached} fresh examples to target", record.steps,
-             record.fresh_examples, record.wall_time_s, out_dir)
+    log.info("%s", _last_line(record, out_dir))
     summary = Path(out_dir) / SUMMARY
     if current is not None and summary.exists():  # only the process that writes the run directory reports
         line = progress(Path(out_dir), summary.stat().st_mtime >= current.started, time.time() - began,
@@ -104,6 +135,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         if line:
             log.info("%s", line)
     # The objective a sweeper minimises: fresh examples to target (infinite when not reached).
+    reached = record.fresh_examples_to_target
     return float(reached) if reached is not None else float("inf")
 
 

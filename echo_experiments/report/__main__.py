@@ -93,7 +93,8 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
         write_atomic(out / name, frame.to_csv(index=False))
     (out / "figures").mkdir(exist_ok=True)
     notes: list[str] = []
-    drawn = figures.draw_all({"fresh": fresh, "speed": speed, "curves": curve_rows, "best_of_k": best_k}, notes)
+    drawn = figures.draw_all({"fresh": fresh, "speed": speed, "curves": curve_rows, "best_of_k": best_k}, notes,
+                             partial)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     for name in figures.FIGURES:

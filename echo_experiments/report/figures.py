@@ -2,7 +2,8 @@
 
 Each function returns a matplotlib Figure, or None when the tables hold nothing for it. Points are medians
 over studies with min-max error bars; a condition whose median study never reached the target is left out
-of the line and named in the legend.
+of the line and named in the legend. A figure that shows a condition not yet a result (unfinished.csv: too few
+studies or trials) says so at its foot.
 """
 
 import math
@@ -14,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from echo_experiments.report.tables import condition_placement
+from echo_experiments.report.tables import CONDITION, condition_placement
 
 LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
           "after_augmentation": "example, after aug.", "before_batching": "example echoing",
@@ -261,18 +262,36 @@ FIGURES = {
 }
 
 
-def draw_all(tables: dict[str, pd.DataFrame], notes: Optional[list[str]] = None) -> dict[str, Figure]:
+def draw_all(tables: dict[str, pd.DataFrame], notes: Optional[list[str]] = None,
+             unfinished: Optional[pd.DataFrame] = None) -> dict[str, Figure]:
     """Every figure the tables have data for, by file name. A figure that cannot be drawn (a log axis over
-    values that are all zero, missing or not reached) is left out with a line in ``notes``."""
+    values that are all zero, missing or not reached) is left out with a line in ``notes``; one whose table
+    holds conditions of ``unfinished`` (not yet results) is marked."""
     drawn = {}
     for name, (make, source) in FIGURES.items():
         try:
             fig = make(tables[source])
             if fig is not None:
                 fig.canvas.draw()  # scales are resolved here: a log axis with nothing positive fails now
+                _mark_unfinished(fig, tables[source], unfinished)
                 drawn[name] = fig
         except ValueError as e:
             plt.close("all")
             if notes is not None:
                 notes.append(f"{name} not drawn: {str(e).splitlines()[0]}")
     return drawn
+
+
+def _mark_unfinished(fig: Figure, shown: pd.DataFrame, unfinished: Optional[pd.DataFrame]) -> None:
+    """A line at the figure's foot where some conditions of its table are not yet results: their points are a
+    sweep's partial numbers, which the studies still to come can move."""
+    keys = [c for c in CONDITION if c in shown.columns]
+    if unfinished is None or unfinished.empty or not keys:
+        return
+    conditions = shown[keys].drop_duplicates()
+    partial = conditions.merge(unfinished[keys].drop_duplicates(), on=keys)
+    if partial.empty:
+        return
+    fig.text(0.5, 0.005, f"not yet results: {len(partial)} of the {len(conditions)} conditions of the table drawn "
+             "here (too few studies or trials; unfinished.csv)", ha="center", va="bottom", fontsize=9,
+             color="firebrick")

@@ -1,6 +1,7 @@
 """Tables as Markdown, with numbers formatted for reading."""
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -29,6 +30,37 @@ def table(frame: pd.DataFrame, kinds: Optional[dict[str, str]] = None) -> str:
     body = "".join("| " + " | ".join(cell(v, kinds.get(c, "")) for c, v in row.items()) + " |\n"
                    for _, row in frame.iterrows())
     return head + body
+
+
+def tables_within(frame: pd.DataFrame, kinds: Optional[dict[str, str]], keys: Iterable[str], width: int = 160) -> str:
+    """``frame`` as Markdown tables whose header fits ``width`` characters: the columns beyond the first table's
+    go into further tables, each led again by the ``keys`` columns that say which row is which."""
+    keys = [k for k in keys if k in frame.columns]
+    rest, parts, chunk = [c for c in frame.columns if c not in keys], [], []
+    for column in rest:
+        if chunk and len("| " + " | ".join([*keys, *chunk, column]) + " |") > width:
+            parts.append(chunk)
+            chunk = []
+        chunk.append(column)
+    parts.append(chunk)
+    return "\n".join(table(frame[[*keys, *part]], kinds) for part in parts)
+
+
+def wrap_prose(text: str, width: int = 120) -> str:
+    """Markdown with its paragraphs and list items wrapped at ``width`` (a soft line break is a space to a
+    renderer); tables, headings, images, link targets and code blocks are left as they are."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or len(line) <= width or line.startswith(("|", "#", "!", "[", "```", " ")):
+            out.append(line)
+        elif line.startswith("- "):
+            out.append(textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False,
+                                     break_on_hyphens=False))
+        else:
+            out.append(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False))
+    return "\n".join(out)
 
 
 def report_link(results: Path, folder: str) -> str:

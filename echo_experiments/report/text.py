@@ -3,7 +3,7 @@
 import pandas as pd
 
 from echo_experiments.report import tables
-from echo_experiments.report.markdown import table
+from echo_experiments.report.markdown import table, tables_within, wrap_prose
 from echo_experiments.report.stats import LEVEL
 
 COUNTS = {c: "count" for c in ("median", "min", "max")}
@@ -18,14 +18,15 @@ def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list,
         f"Made by `{command}` from {len(trials)} complete runs ({trials['status'].value_counts().to_dict()}).\n",
         _mixed_text(mixed, trials),
         _unfinished_text(t["partial"]),
-        "## Fresh examples to target\n", _fresh_text(), table(t["fresh"], COUNTS), _off_factor_text(t["fresh"]),
+        "## Fresh examples to target\n", _fresh_text(), _table(t["fresh"], COUNTS),
+        _off_factor_text(t["fresh"]),
         "## Paired comparisons: each condition against its baseline, draw by draw\n", _paired_text(),
-        table(t["paired"], {}),
+        _table(t["paired"], {}),
         "## Seconds to target and speedup\n", _seconds_text(trials) + _shared_note(include_shared),
-        table(t["speed"], SECONDS),
+        _table(t["speed"], SECONDS),
         _shared_list(trials),
-        "## Best metric reached (final performance)\n", table(t["final"], {}),
-        "## Best of k trials\n", _best_of_k_text(), table(t["best_of_k"], {"median_best": "count"}),
+        "## Best metric reached (final performance)\n", _table(t["final"], {}),
+        "## Best of k trials\n", _best_of_k_text(), _table(t["best_of_k"], {"median_best": "count"}),
         "## Best trials at a bound of the search space\n", _bounds_text(t["bounds"]),
     ]
     if drawn:
@@ -35,7 +36,12 @@ def report_text(t: dict[str, pd.DataFrame], trials: pd.DataFrame, skipped: list,
     if skipped:
         parts.append("## Skipped run directories\n")
         parts += [f"- `{s.path}`: {s.reason}\n" for s in skipped]
-    return "\n".join(parts)
+    return wrap_prose("\n".join(parts))
+
+
+def _table(frame: pd.DataFrame, kinds: dict[str, str]) -> str:
+    """A report table, split where it is wider than a reader's screen, each part led by the condition."""
+    return tables_within(frame, kinds, tables.CONDITION)
 
 
 def _fresh_text() -> str:

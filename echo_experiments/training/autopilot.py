@@ -187,8 +187,8 @@ class Autopilot:
         return self.batches.submit_next(lambda read: (read, augment(read, index) if augment else read))
 
     @property
-    def delivered_per_fresh(self) -> float:
-        """Batches handed to the trainer per fresh batch, so far."""
+    def effective_echo_factor(self) -> float:
+        """Batches handed to the trainer per fresh batch, so far (the record's effective_echo_factor)."""
         return (self.fresh_items + self.copies) / self.fresh_items if self.fresh_items else 1.0
 
     def state(self) -> dict[str, Any]:

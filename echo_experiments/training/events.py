@@ -5,11 +5,12 @@ same files and would add a dependency whose last release is from 2024) and Tenso
 rows are the ones metrics.jsonl gets, so the event files never say anything metrics.jsonl does not.
 
 Tags: ``eval/<metric>``, ``train/loss``, ``train/learning_rate``, ``train/fresh_examples`` and
-``train/delivered_per_fresh`` (examples trained / fresh examples: e once the echo stage is in steady state;
-with the autopilot also ``train/delivered_per_fresh_since_eval``, the factor it chose since the evaluation
-before) and ``time/<clock>`` on the step axis; the same losses and metrics again under ``by_fresh/`` with fresh
-examples as the step, the axis the paper compares echoed and baseline runs on; ``outcome/...`` once at
-the end (the HParams dashboard's metrics: fresh examples to target, reached or not, the timing facts).
+``train/effective_echo_factor`` (examples trained / fresh examples so far, the record's effective_echo_factor: e
+once the echo stage is in steady state; with the autopilot also ``train/delivered_per_fresh``, metrics.jsonl's
+factor it chose since the evaluation before) and ``time/<clock>`` on the step axis; the same losses and metrics
+again under ``by_fresh/`` with fresh examples as the step, the axis the paper compares echoed and baseline runs on;
+``outcome/...`` once at the end (the HParams dashboard's metrics: fresh examples to target, reached or not, the
+timing facts).
 """
 
 import math
@@ -57,8 +58,8 @@ class Events:
         with self.writer.as_default():
             scalars = {"train/loss": row.get("train_loss"), "train/learning_rate": row.get("learning_rate"),
                        "train/fresh_examples": fresh,
-                       "train/delivered_per_fresh": row["examples_trained"] / fresh if fresh else None,
-                       "train/delivered_per_fresh_since_eval": row.get("delivered_per_fresh")}
+                       "train/effective_echo_factor": row["examples_trained"] / fresh if fresh else None,
+                       "train/delivered_per_fresh": row.get("delivered_per_fresh")}
             metrics = {k: v for k, v in row.items() if k not in _NOT_CURVES and k not in _CLOCKS}
             for name, value in {**scalars, **{f"eval/{k}": v for k, v in metrics.items()},
                                 **{f"time/{k}": row.get(k) for k in _CLOCKS}}.items():

@@ -18,7 +18,7 @@ Every run measures the first two before it trains and writes all of them into it
 import gc
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import jax
 import numpy as np
@@ -46,17 +46,18 @@ class Timing:
         fresh one (the paper's model): max(1, min(e, R)). The measured fresh-example ratio says how much less."""
         return max(1.0, min(factor, self.ratio))
 
-    def advice(self, other_cores: Optional[float] = None, busy: float = 0.2) -> str:
+    def advice(self, other_cores: Optional[float] = None, busy: float = 0.2,
+               autopilot: Optional[Mapping[str, str]] = None) -> str:
         """What to do with the numbers, in words; a warning when other processes kept more than ``busy`` cores
-        busy while they were measured (R moves with the machine's load)."""
+        busy while they were measured (R moves with the machine's load). ``autopilot``: the verdicts of the
+        autopilot's checks where the input is the bottleneck; it is advised only where each is met."""
         if self.ratio < 1:
             text = (f"advice: not input-bound (R = {self.ratio:.2f} < 1): the step, not the input, is the "
                     "bottleneck, so echoing will not save time")
         else:
-            text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g} "
-                    "(or let the autopilot follow the input: echo=after_batching echo.factor=auto) and compare seconds "
-                    "(and fresh examples) to target with the baseline on the same fresh-example schedule "
-                    "(python -m echo_experiments.compare does; docs/your-model.md)")
+            text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g}"
+                    f"{_autopilot(autopilot)} and compare seconds (and fresh examples) to target with the baseline "
+                    "on the same fresh-example schedule (python -m echo_experiments.compare does; docs/your-model.md)")
         if other_cores is not None and other_cores > busy:
             text += (f"\nwarning: other processes kept {other_cores:.2f} cores busy while this measured: R moves "
                      "with the machine's load; measure again when it is idle")
@@ -141,3 +142,13 @@ def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: 
     del batches  # stops the pipeline's threads, which would otherwise share the cores with the timed steps
     gc.collect()
     return Timing(up, downstream_s_per_step(step, state, batch, n))
+
+
+def _autopilot(verdicts: Optional[Mapping[str, str]]) -> str:
+    if not verdicts:
+        return ""
+    if all(v == "met" for v in verdicts.values()):
+        return " (or let the autopilot follow the input: echo=after_batching echo.factor=auto)"
+    said = ", ".join(f"{check} {verdict}" for check, verdict in verdicts.items())
+    return (f" (a fixed factor, not the autopilot: its checks where the input is the bottleneck are {said}, "
+            "results/autopilot.csv)")

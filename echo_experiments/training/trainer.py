@@ -344,8 +344,9 @@ class Trainer:
             self.events.row(row)
         target = self.workload.target
         shown = metrics.get(target.metric, math.nan)
-        log.info("step %d  fresh %d  train_loss %.4f  %s %.4f  (%.1fs)", step, count, train_loss, target.metric,
-                 shown, train_s)
+        chose = f"  echo {row['delivered_per_fresh']:.2f}" if "delivered_per_fresh" in row else ""  # the autopilot
+        log.info("step %d  fresh %d  train_loss %.4f  %s %.4f%s  (%.1fs)", step, count, train_loss, target.metric,
+                 shown, chose, train_s)
         bar.set_postfix(fresh=count, **{target.metric: f"{shown:.4f}"})
         cadence = self.t.eval_every_fresh_examples
         loop.next_eval = (count // cadence + 1) * cadence

@@ -65,6 +65,9 @@ CHECKS = [
           "spread of identical runs)", "autopilot_cpu-local/fashion_mnist", "within", 1.1,
           references=(BASELINE,)),
 ]
+# The checks of what the autopilot does where the input is the bottleneck: the profiler's advice names it there
+# only where every one is met.
+INPUT_BOUND = ("A1", "A2")
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
            "input_ratio_min", "input_ratio_max", "pace", "verdict", "reason", "evidence"]
 
@@ -171,3 +174,15 @@ def readme_table(rows: pd.DataFrame) -> str:
 def _ratio(value: float) -> str:
     """A ratio for the README; infinite where the candidate did not reach the target and the reference did."""
     return "∞" if math.isinf(value) else f"{value:.2f}"
+
+
+# The checks' table in the repository the package runs from (absent where it is installed without one).
+COMMITTED = Path(__file__).resolve().parents[3] / "results" / "autopilot.csv"
+
+
+def input_bound_verdicts(csv: Path = COMMITTED) -> Optional[dict[str, str]]:
+    """The verdicts of the INPUT_BOUND checks in a written autopilot.csv (None where there is none)."""
+    if not csv.is_file():
+        return None
+    rows = pd.read_csv(csv).set_index("check")["verdict"]
+    return {check: str(rows.get(check, NOT_MEASURED)) for check in INPUT_BOUND}

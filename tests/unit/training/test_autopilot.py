@@ -90,7 +90,7 @@ def test_a_copy_only_once_the_step_in_flight_is_done_and_no_fresh_batch_is_ready
         result.result(timeout=0.2)  # the step still runs: no copy, it waits for the input or the step
     gate.opened.release()
     assert ids(result.result(timeout=5)) == 1  # the fresh batch came first
-    assert auto.delivered_per_fresh == 1.5
+    assert auto.effective_echo_factor == 1.5
     step.done.set()
     step = Step(False)
     result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=step))
@@ -117,7 +117,7 @@ def test_copies_never_pass_the_cap_and_go_to_the_batch_copied_least():
         result.result(timeout=0.2)  # 4 delivered for 2 fresh: at the cap of 2 it waits for the input
     gate.opened.release()
     assert ids(result.result(timeout=5)) == 2
-    assert auto.delivered_per_fresh == 5 / 3
+    assert auto.effective_echo_factor == 5 / 3
     gate.opened.release()
     auto.close()
 
@@ -177,7 +177,7 @@ def factor_chosen(read_s: float, step_s: float, fresh: int, max_factor: float = 
         auto.next(running=running)
         running = StepFor(step_s)
     auto.close()
-    return auto.delivered_per_fresh
+    return auto.effective_echo_factor
 
 
 def test_with_an_input_faster_than_the_step_it_echoes_almost_nothing():
