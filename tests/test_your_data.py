@@ -185,3 +185,102 @@ def test_tfrecord_images_stored_as_raw_pixels_end_the_run_with_one_line_saying_s
         "the input pipeline cannot take an example (Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, "
         "BMP, WebP required.): the data is not what the workload's stages expect (images stored as PNG, JPEG, "
         "BMP or GIF bytes; what each hook receives: docs/your-model.md#what-each-hook-receives)")
+
+
+def npz_case(root: Path, fashion, change) -> str:
+    """The real arrays as npz, with ``change`` applied to a dict of the four arrays first."""
+    arrays = {f"{split}_{k}": v.copy() for split, (images, labels) in fashion.items()
+              for k, v in (("image", images), ("label", labels))}
+    change(arrays)
+    root.mkdir()
+    for split in fashion:
+        np.savez(root / f"{split}.npz", image=arrays[f"{split}_image"], label=arrays[f"{split}_label"])
+    return f"npz:{root}"
+
+
+def _set(key, index, value):
+    def change(arrays):
+        labels = arrays[key].astype(type(value)) if isinstance(value, float) else arrays[key]
+        labels[index] = value
+        arrays[key] = labels
+    return change
+
+
+NPZ_CASES = {
+    "nan_label": (_set("train_label", 5, float("nan")), "train.npz has labels that are not class indices (dtype "
+                                                        "float64, NaN or infinite among them): store them as integers"),
+    "negative_label": (_set("train_label", 5, -1), "train.npz has label -1: labels are class indices from 0"),
+    "huge_label": (_set("train_label", 5, 10**9), "train.npz has label 1000000000: labels are class indices from 0 "
+                                                   "to at most 65535"),
+    "one_class": (lambda a: a.update(train_label=np.zeros_like(a["train_label"])), "train.npz has one class only"),
+    "test_class_beyond_train": (lambda a: a.update(train_label=a["train_label"] % 5),
+                                "test.npz has class 9, and the training split"),
+    "no_examples": (lambda a: a.update(train_image=a["train_image"][:0], train_label=a["train_label"][:0]),
+                    "train.npz holds no examples"),
+    "flat_images": (lambda a: a.update(train_image=a["train_image"].reshape(len(a["train_image"]), -1)),
+                    "train.npz needs images of shape (N, H, W) or (N, H, W, C) with C one of 1, 2, 3, 4, not "
+                    "(384, 784)"),
+    "five_channels": (lambda a: a.update(train_image=np.repeat(a["train_image"], 5, axis=-1)),
+                      "not (384, 28, 28, 5)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NPZ_CASES))
+def test_npz_data_that_cannot_train_is_refused_naming_its_file(tmp_path, fashion, data_dir, case):
+    from echo_experiments.workloads import make
+
+    change, expected = NPZ_CASES[case]
+    dataset = npz_case(tmp_path / "data", fashion, change)
+    with pytest.raises(sources.DataMissing) as error:
+        make(compose_config(f"workload.dataset={dataset}").workload, data_dir)
+    assert expected in str(error.value) and str(tmp_path / "data") in str(error.value)
+
+
+def test_a_zero_byte_npz_is_one_line(tmp_path, data_dir):
+    (tmp_path / "train.npz").write_bytes(b"")
+    with pytest.raises(sources.DataMissing, match=r"train.npz is not a .npz with arrays image and label \(EOFError"):
+        sources.load(f"npz:{tmp_path}", "train", data_dir)
+
+
+def test_image_folders_with_one_class_or_a_test_class_training_lacks_are_refused(tmp_path, fashion, data_dir):
+    from echo_experiments.workloads import make
+
+    images, labels = fashion["train"]
+    one = {split: (x, np.zeros_like(y)) for split, (x, y) in fashion.items()}
+    with pytest.raises(sources.DataMissing, match="train has one class only"):
+        make(compose_config(f"workload.dataset={as_images(tmp_path / 'one', one)}").workload, data_dir)
+    fewer = {"train": (images, labels % 5), "test": fashion["test"]}
+    with pytest.raises(sources.DataMissing, match=r"test has class folders .* lacks \(class5, class6"):
+        make(compose_config(f"workload.dataset={as_images(tmp_path / 'fewer', fewer)}").workload, data_dir)
+
+
+def test_tfrecords_need_only_their_features_and_are_refused_when_empty_or_mislabelled(tmp_path, fashion, data_dir):
+    from echo_experiments.workloads import make
+
+    root = Path(as_tfrecord(tmp_path / "data", fashion).split(":", 1)[1])
+    (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"}}))
+    workload = make(compose_config(f"workload.dataset=tfrecord:{root}").workload, data_dir)  # the optional keys
+    assert (workload.train_source.image_shape, workload.train_source.num_classes) == ((28, 28, 1), 10)
+    (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"},
+                                                    "num_classes": 1}))
+    with pytest.raises(sources.DataMissing, match="has num_classes 1: an integer from 2 to 65536"):
+        sources.load(f"tfrecord:{root}", "train", data_dir)
+    (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "float32"}}))
+    with pytest.raises(sources.DataMissing, match="declares label as float32: labels are class indices, int64"):
+        sources.load(f"tfrecord:{root}", "train", data_dir)
+    (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"}}))
+    (root / "train-00000.tfrecord").write_bytes(b"")
+    with pytest.raises(sources.DataMissing, match=r"train-00000.tfrecord holds no records"):
+        sources.load(f"tfrecord:{root}", "train", data_dir)
+
+
+def test_tfrecord_labels_are_checked_when_features_json_does_not_give_the_classes(tmp_path, fashion, data_dir):
+    from echo_experiments.workloads import make
+
+    images, labels = fashion["train"]
+    for name, train_labels, expected in [("fewer", labels % 5, r"test\*.tfrecord\* has class 9, and the training"),
+                                         ("negative", np.where(labels == 3, -1, labels), "has label -1")]:
+        root = Path(as_tfrecord(tmp_path / name, {"train": (images, train_labels), "test": fashion["test"]})[9:])
+        (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"}}))
+        with pytest.raises(sources.DataMissing, match=expected):
+            make(compose_config(f"workload.dataset=tfrecord:{root}").workload, data_dir)

@@ -14,6 +14,7 @@ server, sharding and checkpointed iterator as the built-in data sets. Evaluation
 """
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Optional
 
@@ -22,10 +23,45 @@ import tensorflow as tf
 
 KINDS = ("npz", "images", "tfrecord")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+# The most classes a model is sized for from a data set's labels: a label of 1e9 would size one from it.
+MAX_CLASSES = 65_536
+# The channels an image can be stored with as PNG (grey, grey and alpha, RGB, RGBA).
+CHANNELS = (1, 2, 3, 4)
 
 
 class FileMissing(RuntimeError):
-    """A file source that is not there or not readable; str() says what to put where."""
+    """A file source that is not there, not readable or not usable; str() says what to put where."""
+
+
+def checked_labels(name: str, where: Path, labels: np.ndarray) -> np.ndarray:
+    """A split's labels as int64 class indices, or FileMissing naming ``where`` and what is wrong: labels that are
+    not whole numbers (NaN among them), negative or beyond MAX_CLASSES."""
+    if labels.ndim != 1 or not len(labels):
+        raise FileMissing(f"{name}: {where} holds no examples" if not len(labels) else
+                          f"{name}: {where} needs one label per example (shape (N,)), not shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        whole = np.issubdtype(labels.dtype, np.floating) and np.isfinite(labels).all() and \
+            (labels == np.round(labels)).all()
+        if not whole:
+            raise FileMissing(f"{name}: {where} has labels that are not class indices (dtype {labels.dtype}"
+                              f"{', NaN or infinite among them' if labels.dtype.kind == 'f' else ''}): store them "
+                              "as integers from 0")
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= MAX_CLASSES:
+        raise FileMissing(f"{name}: {where} has label {low if low < 0 else high}: labels are class indices from 0 "
+                          f"to at most {MAX_CLASSES - 1}")
+    return labels.astype(np.int64)
+
+
+def check_splits(train: "FileSource", evaluation: "FileSource") -> None:
+    """The training split has more than one class, and the evaluation split no class training lacks (a model is
+    sized by the training split's): FileMissing naming the split's file or folder."""
+    if train.num_classes < 2:
+        raise FileMissing(f"{train.name}: {train.where} has one class only: a classifier needs two or more")
+    if evaluation.num_classes > train.num_classes:
+        raise FileMissing(f"{evaluation.name}: {evaluation.where} has class {evaluation.num_classes - 1}, and the "
+                          f"training split {train.where} has {train.num_classes} classes (0 to "
+                          f"{train.num_classes - 1}): every evaluation class must be one the model trains on")
 
 
 def parse(dataset: str) -> Optional[tuple[str, Path]]:
@@ -47,6 +83,11 @@ class FileSource:
     def data_dir(self) -> str:
         return str(self.folder)
 
+    @property
+    def where(self) -> Path:
+        """The file or folder this split is read from, for messages."""
+        return self.folder
+
     def decoded(self) -> tf.data.Dataset:
         channels = self.image_shape[-1] if self.image_shape else 0
 
@@ -60,21 +101,27 @@ class FileSource:
 class NpzSource(FileSource):
     def __init__(self, name: str, folder: Path, split: str):
         super().__init__(name, folder, split)
-        path = folder / f"{split}.npz"
+        path = self.path = folder / f"{split}.npz"
         try:
             with np.load(path) as arrays:
                 image, label = arrays["image"], arrays["label"]
-        except (OSError, KeyError, ValueError) as e:
-            raise FileMissing(f"{name}: {path} is not a .npz with arrays image and label ({e})") from None
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise FileMissing(f"{name}: {path} is not a .npz with arrays image and label "
+                              f"({type(e).__name__}: {e or 'empty'})") from None
+        if image.ndim not in (3, 4) or (image.ndim == 4 and image.shape[-1] not in CHANNELS):
+            raise FileMissing(f"{name}: {path} needs images of shape (N, H, W) or (N, H, W, C) with C one of "
+                              f"{', '.join(map(str, CHANNELS))}, not {image.shape}")
         self.image = image[..., None] if image.ndim == 3 else image
-        self.label = label.astype(np.int64)
+        self.label = checked_labels(name, path, label)
         if self.image.dtype != np.uint8 or len(self.image) != len(self.label):
-            raise FileMissing(f"{name}: {path} needs uint8 images and one label per image")
-        self._classes = int(self.label.max()) + 1 if len(self.label) else 0
+            raise FileMissing(f"{name}: {path} needs uint8 images and one label per image (it has {image.dtype} "
+                              f"images, {len(self.image)} of them, and {len(self.label)} labels)")
+        self._classes = int(self.label.max()) + 1
 
     num_examples = property(lambda self: len(self.label))
     num_classes = property(lambda self: self._classes)
     image_shape = property(lambda self: tuple(self.image.shape[1:]))
+    where = property(lambda self: self.path)
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         del seed  # one file: the pipeline's shuffle orders it
@@ -94,6 +141,13 @@ class ImageFolderSource(FileSource):
                  if f.suffix.lower() in IMAGE_SUFFIXES]
         if not files:
             raise FileMissing(f"{name}: no images in {folder / split}/<class>/ (classes from {folder / classes_from})")
+        extra = sorted({p.name for p in (folder / split).iterdir() if p.is_dir()} - set(classes))
+        if extra:
+            raise FileMissing(f"{name}: {folder / split} has class folders {folder / classes_from} lacks "
+                              f"({', '.join(extra[:5])}): every evaluation class must be one the model trains on")
+        if len(classes) > MAX_CLASSES:
+            raise FileMissing(f"{name}: {folder / classes_from} has {len(classes)} class folders, more than "
+                              f"{MAX_CLASSES}")
         self.files, self.labels = [f for f, _ in files], np.array([i for _, i in files], np.int64)
         self._classes = len(classes)
         from PIL import Image
@@ -106,6 +160,7 @@ class ImageFolderSource(FileSource):
     num_examples = property(lambda self: len(self.files))
     num_classes = property(lambda self: self._classes)
     image_shape = property(lambda self: self._shape)
+    where = property(lambda self: self.folder / self.split)
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices({"path": self.files, "label": self.labels})
@@ -126,9 +181,28 @@ class TFRecordSource(FileSource):
         self.files = sorted(str(p) for p in folder.glob(f"{split}*.tfrecord*"))
         if not self.files:
             raise FileMissing(f"{name}: no {split}*.tfrecord* files in {folder}")
-        self._shape = tuple(described["image_shape"]) if "image_shape" in described else None
+        if self.features.get("label", tf.io.FixedLenFeature([], tf.int64)).dtype != tf.int64:
+            raise FileMissing(f"{name}: {folder / 'features.json'} declares label as "
+                              f"{self.features['label'].dtype.name}: labels are class indices, int64")
+        first = self._first()
+        self._shape = tuple(described["image_shape"]) if "image_shape" in described else \
+            (tuple(tf.io.decode_image(first["image"], expand_animations=False).shape) if "image" in first else None)
         self._classes = described.get("num_classes")
+        if self._classes is not None and not (isinstance(self._classes, int) and 2 <= self._classes <= MAX_CLASSES):
+            raise FileMissing(f"{name}: {folder / 'features.json'} has num_classes {self._classes!r}: an integer "
+                              f"from 2 to {MAX_CLASSES}")
         self._count: Optional[int] = None
+
+    def _first(self) -> dict:
+        """The first record, parsed (FileMissing where the files hold none or it does not parse)."""
+        try:
+            for record in tf.data.TFRecordDataset(self.files[:1]).take(1):
+                return tf.io.parse_single_example(record, self.features)
+        except (tf.errors.OpError, ValueError) as e:
+            message = " ".join((getattr(e, "message", "") or str(e)).split())[:200]
+            raise FileMissing(f"{self.name}: {self.files[0]} cannot be read as the tf.train.Example records "
+                              f"{self.folder / 'features.json'} describes ({message})") from None
+        raise FileMissing(f"{self.name}: {self.files[0]} holds no records")
 
     @property
     def num_examples(self) -> int:
@@ -138,12 +212,16 @@ class TFRecordSource(FileSource):
 
     @property
     def num_classes(self) -> int:
+        """features.json's num_classes, else one more than the largest label (every record read once)."""
         if self._classes is None:
-            labels = tf.data.TFRecordDataset(self.files).map(lambda r: tf.io.parse_single_example(r, self.features))
-            self._classes = int(max(int(r["label"]) for r in labels.as_numpy_iterator())) + 1
+            label = {"label": self.features["label"]}
+            labels = tf.data.TFRecordDataset(self.files).map(lambda r: tf.io.parse_single_example(r, label)["label"])
+            self._classes = int(checked_labels(self.name, self.where, np.fromiter(labels.as_numpy_iterator(),
+                                                                                    np.int64)).max()) + 1
         return self._classes
 
     image_shape = property(lambda self: self._shape)
+    where = property(lambda self: self.folder / f"{self.split}*.tfrecord*")
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         files = tf.data.Dataset.from_tensor_slices(self.files).shuffle(len(self.files), seed=seed)

@@ -111,6 +111,16 @@ class Source:
                               + how.format(data_dir=self.builder.data_dir_root)) from None
 
 
+def check_splits(train: "Source", evaluation: "Source") -> None:
+    """A user's file data: a training split of two classes or more and an evaluation split within them
+    (DataMissing naming the file); TFDS's data sets carry their classes in their metadata."""
+    if isinstance(train, files.FileSource) and isinstance(evaluation, files.FileSource):
+        try:
+            files.check_splits(train, evaluation)
+        except files.FileMissing as e:
+            raise DataMissing(str(e)) from None
+
+
 def known(dataset: str) -> bool:
     """Whether a data set is one this package knows by name (not a user's own)."""
     return dataset.split("/")[0] in HOW_TO_GET

@@ -34,7 +34,7 @@ from echo_experiments.core.signals import Interrupted, Signals, StartupInterrupt
 from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import closing, stream
 from echo_experiments.data.echo import FreshCounter
-from echo_experiments.data.sources import data_dir
+from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.training import decisions, optim, parallel, timing, tuning
 from echo_experiments.training.autopilot import Autopilot, autopilot_state, trainer_inputs
@@ -70,7 +70,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
     except (KeyboardInterrupt, SystemExit, StartupInterrupted):  # none an Exception: _run lets them through
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
-    except (ConfigError, Interrupted, InputLost, PeerLost, DiskFull):  # each already the line to show
+    except (ConfigError, DataMissing, Interrupted, InputLost, PeerLost, DiskFull):  # each already the line to show
         raise
     except Exception as e:  # one raised in a user's own workload: its line and message, not the libraries'
         task = cfg.workload.task

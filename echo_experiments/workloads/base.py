@@ -28,10 +28,12 @@ from typing import Any, ClassVar, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import tensorflow as tf
 
 from echo_experiments.core.config import WorkloadConfig
 from echo_experiments.core.record import Target
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.data import sources, stream
 
 Example = dict[str, tf.Tensor]
@@ -55,6 +57,7 @@ class Workload(abc.ABC):
         self.target = Target(cfg.target.metric, float(cfg.target.value), cfg.target.mode)
         self.train_source = sources.load(cfg.dataset, cfg.train_split, self.data_dir)
         self.eval_source = sources.load(cfg.dataset, cfg.eval_split, self.data_dir)
+        sources.check_splits(self.train_source, self.eval_source)
         self._eval_step = jax.jit(self.eval_outputs)
         cls = type(self)
         if cls.augment is Workload.augment and cls.augment_chunk is not Workload.augment_chunk:
@@ -133,4 +136,22 @@ class Workload(abc.ABC):
         totals = None
         for batch in stream.padded(self.eval_batches, self.cfg.eval_batch_size):
             totals = self.eval_accumulate(totals, self._eval_step(params, model_state, batch), batch)
-        return self.eval_metrics(totals)
+        return self._checked(self.eval_metrics(totals))
+
+    def _checked(self, metrics: Any) -> dict[str, float]:
+        """eval_metrics' result as the trainer takes it: a dict of numbers holding the target's metric
+        (ConfigError naming the workload otherwise: a target it never reports could never be reached)."""
+        name = type(self).__name__
+        if not isinstance(metrics, Mapping):
+            raise ConfigError("workload.task", name, "", f"{name}.eval_metrics must return a dict of metric names "
+                              f"to numbers, not {type(metrics).__name__}")
+        wrong = [f"{k} ({type(v).__name__})" for k, v in metrics.items()
+                 if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)]
+        if wrong:
+            raise ConfigError("workload.task", name, "", f"{name}.eval_metrics returned {', '.join(wrong)}: each "
+                              "metric must be a number (float(...) of a device value)")
+        if self.target.metric not in metrics:
+            raise ConfigError("workload.target.metric", self.target.metric, "", (
+                f"workload.target.metric={self.target.metric} is not among the metrics {name}.eval_metrics returns "
+                f"({', '.join(metrics) or 'none'}): the run could never reach its target"))
+        return dict(metrics)
