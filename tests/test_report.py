@@ -251,8 +251,8 @@ def test_a_figure_showing_conditions_that_are_not_yet_results_says_so_at_its_foo
 
     # Of the five conditions, only e=2 before augmentation has its 3 studies.
     got = marks(figures.draw_all(read, unfinished=partial))
-    assert got["fresh_examples_at_e2"] == ["not yet results: 4 of the 5 conditions of the table drawn here (too few "
-                                           "studies or trials; unfinished.csv)"]
+    assert got["fresh_examples_at_e2"] == ["not yet results: 4 of the 5 conditions of the table drawn\nhere (too "
+                                           "few studies or trials; unfinished.csv)"]
     assert len(got) > 1 and all(len(mark) == 1 for mark in got.values())  # the baseline is in every one
     finished = figures.draw_all(read, unfinished=partial.iloc[:0])
     assert not any(marks(finished).values())

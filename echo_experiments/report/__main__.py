@@ -105,7 +105,8 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
                 path.unlink(missing_ok=True)
             else:  # in one step, like the tables
                 part = path.with_name(f".{path.name}.part")
-                fig.savefig(part, format=ext, dpi=120, metadata={"Date": None} if ext == "svg" else None)
+                fig.savefig(part, format=ext, dpi=120, metadata={"Date": None} if ext == "svg" else None,
+                            bbox_inches="tight" if figures.marked(fig) else None)
                 os.replace(part, path)
         if fig is not None:
             plt.close(fig)

@@ -282,6 +282,14 @@ def draw_all(tables: dict[str, pd.DataFrame], notes: Optional[list[str]] = None,
     return drawn
 
 
+NOT_YET = "not yet results"
+
+
+def marked(fig: Figure) -> bool:
+    """Whether the figure carries the not-yet-results line below its axes (saved with a tight bounding box)."""
+    return any(t.get_text().startswith(NOT_YET) for t in fig.texts)
+
+
 def _mark_unfinished(fig: Figure, shown: pd.DataFrame, unfinished: Optional[pd.DataFrame]) -> None:
     """A line at the figure's foot where some conditions of its table are not yet results: their points are a
     sweep's partial numbers, which the studies still to come can move."""
@@ -292,6 +300,6 @@ def _mark_unfinished(fig: Figure, shown: pd.DataFrame, unfinished: Optional[pd.D
     partial = conditions.merge(unfinished[keys].drop_duplicates(), on=keys)
     if partial.empty:
         return
-    fig.text(0.5, 0.005, f"not yet results: {len(partial)} of the {len(conditions)} conditions of the table drawn "
-             "here (too few studies or trials; unfinished.csv)", ha="center", va="bottom", fontsize=9,
-             color="firebrick")
+    # Below the figure (saved with a tight bounding box, which takes it in): inside, it would cover tick labels.
+    fig.text(0.5, -0.01, f"{NOT_YET}: {len(partial)} of the {len(conditions)} conditions of the table drawn\n"
+             "here (too few studies or trials; unfinished.csv)", ha="center", va="top", fontsize=9, color="firebrick")
