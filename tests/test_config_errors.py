@@ -32,22 +32,37 @@ CASES = [
     (["echo.shuffle_buffer=1.5"], "echo.shuffle_buffer=1.5 is not allowed: " + SHUFFLE_BUFFERS),
     (["seed=-3"], "seed=-3 is not allowed: an integer in [0, 2147483647]"),
     (["seed=x"], "seed=x is not allowed: an integer in [0, 2147483647]"),
-    (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: null or an integer >= 1"),
+    (["trainer.max_steps=0"], "trainer.max_steps=0 is not allowed: null or an integer from 1 to 2147483647"),
+    # Bounds that follow from what a key drives: int32 step counts, timing before training, threads, ports, a
+    # folder's name.
+    (["optimizer.decay_fresh_examples=3000000000"],
+     "optimizer.decay_fresh_examples=3000000000 is not allowed: null (= trainer.max_fresh_examples) or an integer "
+     "from 1 to 2147483647"),
+    (["optimizer.warmup_fresh_examples=2147483648"], "optimizer.warmup_fresh_examples=2147483648 is not allowed: an "
+                                                     "integer from 0 to 2147483647"),
+    (["trainer.profile_batches=100000"], "trainer.profile_batches=100000 is not allowed: an integer from 0 to 1000"),
+    (["storage.parallel_reads=1000000"], "storage.parallel_reads=1000000 is not allowed: an integer from 1 to 1024"),
+    (["data.service=grpc://localhost:99999"], "data.service=grpc://localhost:99999 is not allowed: null or a tf.data "
+                                              "service address grpc://host:port (port 1-65535)"),
+    (["workload.name=../../elsewhere"], "workload.name=../../elsewhere is not allowed: a workload name: letters, "
+                                        "digits, '_', '-' and '.' (it names a folder under runs/)"),
     (["trainer.num_processes=0"], "trainer.num_processes=0 is not allowed: null or an integer >= 1"),
     (["trainer.process_id=-1"], "trainer.process_id=-1 is not allowed: null or an integer >= 0"),
     (["trainer.distributed_timeout_s=0"], "trainer.distributed_timeout_s=0 is not allowed: an integer >= 1 (seconds)"),
     (["trainer.coordinator_address=''"],
      "trainer.coordinator_address='' is not allowed: null (found from SLURM, Open MPI or the TPU slice) or host:port "
      "of process 0"),
-    (["trainer.eval_every_fresh_examples=0"], "trainer.eval_every_fresh_examples=0 is not allowed: an integer >= 1"),
+    (["trainer.eval_every_fresh_examples=0"],
+     "trainer.eval_every_fresh_examples=0 is not allowed: an integer from 1 to 2147483647"),
     (["trainer.eval_every_fresh_examples=many"],
-     "trainer.eval_every_fresh_examples=many is not allowed: an integer >= 1"),
+     "trainer.eval_every_fresh_examples=many is not allowed: an integer from 1 to 2147483647"),
     (["optimizer.learning_rate=-0.1"], "optimizer.learning_rate=-0.1 is not allowed: a real number > 0"),
     (["optimizer.momentum=1"], "optimizer.momentum=1 is not allowed: a real number in [0, 1)"),
     (["optimizer.schedule=cosine"],
      "optimizer.schedule=cosine is not allowed: one of constant, linear_decay, piecewise_exponential"),
     (["optimizer.decay_boundaries_fresh_examples=[300,200]"],
-     "optimizer.decay_boundaries_fresh_examples=[300, 200] is not allowed: a list of increasing integers >= 1 "
+     "optimizer.decay_boundaries_fresh_examples=[300, 200] is not allowed: a list of increasing integers from 1 to "
+     "2147483647 "
      "(fresh examples after the warmup)"),
     (["optimizer.warmup_steps=100", "optimizer.decay_fresh_examples=6400"],
      "optimizer.warmup_steps=100 is not allowed: null while optimizer.decay_fresh_examples is set: a schedule is in "

@@ -17,6 +17,7 @@ This module imports no TensorFlow or JAX: the command line is checked before any
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Dict, List, Optional
 
@@ -89,6 +90,25 @@ class SearchDimension:
     scale: str = setting("linear", "one of " + ", ".join(SCALES), one_of(*SCALES))
 
 
+# Schedules and budgets become step counts and positions on the device, int32 there.
+INT32_MAX = 2**31 - 1
+# Each profiled batch is timed before training starts: beyond this the profile alone would take hours.
+MAX_PROFILE_BATCHES = 1000
+# Reads in flight, each a thread of the input pipeline.
+MAX_PARALLEL_READS = 1024
+
+
+def folder_name(v: Any) -> bool:
+    """One folder's name, never a path: a workload name places its runs under runs/<name>."""
+    return text(v) and re.fullmatch(r"[A-Za-z0-9_.-]+", v) is not None and v not in (".", "..")
+
+
+def has_port(address: str) -> bool:
+    """host:port at the end of an address, the port in 1-65535."""
+    port = address.rsplit(":", 1)[-1]
+    return port.isdigit() and 1 <= int(port) <= 65535
+
+
 @dataclass
 class WorkloadConfig:
     """What every workload has; a task's schema (below) adds its model and data options, and declares what
@@ -99,7 +119,8 @@ class WorkloadConfig:
     datasets: ClassVar[tuple[str, ...]] = ()
     augments: ClassVar[bool] = False
 
-    name: str = setting(MISSING, "a workload name", text)
+    name: str = setting(MISSING, "a workload name: letters, digits, '_', '-' and '.' (it names a folder under runs/)",
+                        folder_name)
     task: str = setting(MISSING, "a registered task or module:Class of your own", text)
     dataset: str = setting(MISSING, "a dataset the task can read", text)
     train_split: str = setting("train", "a split of the dataset", text)
@@ -142,29 +163,35 @@ class OptimizerConfig:
     decay_factor: float = setting(0.1, "a real number in (0, 1] (piecewise_exponential: the rate is multiplied by it "
                                   "at each boundary)", real(0, 1, low_open=True))
     # The schedule in fresh examples (see optim.py): every echo factor gets the same rate per fresh example.
-    warmup_fresh_examples: int = setting(0, "an integer >= 0 (fresh examples of linear warmup)", integer(0))
-    decay_fresh_examples: Optional[int] = setting(None, "null (= trainer.max_fresh_examples) or an integer >= 1 "
-                                                   "(fresh examples of linear decay, after the warmup)",
-                                             optional(integer(1)))
-    decay_boundaries_fresh_examples: List[int] = setting(allowed="a list of increasing integers >= 1 (fresh examples "
-                                                            "after the warmup)", check=increasing(integer(1)),
+    warmup_fresh_examples: int = setting(0, f"an integer from 0 to {INT32_MAX} (fresh examples of linear warmup)",
+                                         integer(0, INT32_MAX))
+    decay_fresh_examples: Optional[int] = setting(None, "null (= trainer.max_fresh_examples) or an integer from 1 to "
+                                                   f"{INT32_MAX} (fresh examples of linear decay, after the warmup)",
+                                             optional(integer(1, INT32_MAX)))
+    decay_boundaries_fresh_examples: List[int] = setting(allowed=f"a list of increasing integers from 1 to {INT32_MAX} "
+                                                            "(fresh examples after the warmup)",
+                                                    check=increasing(integer(1, INT32_MAX)),
                                                     default_factory=list)
     # The same in steps, only for a user who asks for steps: any of them set puts the whole schedule in steps.
-    warmup_steps: Optional[int] = setting(None, "null or an integer >= 0", optional(integer(0)))
-    decay_steps: Optional[int] = setting(None, "null (= trainer.max_steps) or an integer >= 1", optional(integer(1)))
-    decay_boundaries_steps: List[int] = setting(allowed="a list of increasing integers >= 1 (steps after the warmup)",
-                                           check=increasing(integer(1)), default_factory=list)
+    warmup_steps: Optional[int] = setting(None, f"null or an integer from 0 to {INT32_MAX}",
+                                          optional(integer(0, INT32_MAX)))
+    decay_steps: Optional[int] = setting(None, f"null (= trainer.max_steps) or an integer from 1 to {INT32_MAX}",
+                                         optional(integer(1, INT32_MAX)))
+    decay_boundaries_steps: List[int] = setting(allowed=f"a list of increasing integers from 1 to {INT32_MAX} (steps "
+                                                        "after the warmup)",
+                                           check=increasing(integer(1, INT32_MAX)), default_factory=list)
 
 
 @dataclass
 class TrainerConfig:
     # The budget, in fresh examples like everything a condition could be favoured by (docs/protocol.md).
-    max_fresh_examples: Optional[int] = setting(1_000_000, "null or an integer >= 1 (stop once this many fresh "
-                                                      "examples were read)", optional(integer(1)))
-    eval_every_fresh_examples: int = setting(10_000, "an integer >= 1", integer(1))
+    max_fresh_examples: Optional[int] = setting(1_000_000, f"null or an integer from 1 to {INT32_MAX} (stop once "
+                                                      "this many fresh examples were read)",
+                                                optional(integer(1, INT32_MAX)))
+    eval_every_fresh_examples: int = setting(10_000, f"an integer from 1 to {INT32_MAX}", integer(1, INT32_MAX))
     # A cap in steps, for a user who asks for one; null = none.
-    max_steps: Optional[int] = setting(None, "null or an integer >= 1 (stop after this many steps)",
-                                       optional(integer(1)))
+    max_steps: Optional[int] = setting(None, f"null or an integer from 1 to {INT32_MAX} (stop after this many steps)",
+                                       optional(integer(1, INT32_MAX)))
     stop_at_target: bool = setting(True, "true or false", boolean)
     # Start the run directory over (its summary, metrics, event files and checkpoints are deleted first); by
     # default a rerun resumes an interrupted or failed run and leaves a complete one alone.
@@ -193,7 +220,8 @@ class TrainerConfig:
     # How long a process waits for its peers to join, and for a lost peer's heartbeat before it gives up.
     distributed_timeout_s: int = setting(300, "an integer >= 1 (seconds)", integer(1))
     # Batches and steps timed before training for the summary's timing facts (see timing.py); 0 = none.
-    profile_batches: int = setting(20, "an integer >= 0 (0 = no timing facts)", integer(0))
+    profile_batches: int = setting(20, f"an integer from 0 to {MAX_PROFILE_BATCHES} (0 = no timing facts)",
+                                   integer(0, MAX_PROFILE_BATCHES))
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
     compilation_cache_dir: Optional[str] = setting("~/.cache/echo_experiments/jax",
                                                    "null (no cache) or a directory path", optional(text))
@@ -229,7 +257,8 @@ class StorageConfig:
     latency_ms: float = setting(0.0, "a real number >= 0 (milliseconds per request)", real(0))
     bandwidth_mb_s: Optional[float] = setting(None, "null (unlimited) or a real number > 0 (MB/s per request)",
                                          optional(real(0, low_open=True)))
-    parallel_reads: int = setting(1, "an integer >= 1 (requests in flight)", integer(1))
+    parallel_reads: int = setting(1, f"an integer from 1 to {MAX_PARALLEL_READS} (requests in flight, a thread each)",
+                                  integer(1, MAX_PARALLEL_READS))
     # Input whose speed changes (emulated only): spans of [reads, latency_ms] in turn, repeated, in place of
     # latency_ms, e.g. [[20000, 10], [20000, 1]]; counted from the start of the process.
     latency_schedule: Optional[List[Any]] = setting(
@@ -246,8 +275,8 @@ class DataConfig:
     dir: Optional[str] = setting(None, "null ($TFDS_DATA_DIR, else ~/tensorflow_datasets) or an existing folder",
                             optional(lambda v: text(v) and os.path.isdir(os.path.expanduser(os.path.expandvars(v)))))
     # A tf.data service dispatcher (grpc://host:port) whose workers read, decode and shuffle; echoing stays local.
-    service: Optional[str] = setting(None, "null or a tf.data service address grpc://host:port",
-                                optional(lambda v: isinstance(v, str) and v.startswith("grpc://")))
+    service: Optional[str] = setting(None, "null or a tf.data service address grpc://host:port (port 1-65535)",
+                                optional(lambda v: isinstance(v, str) and v.startswith("grpc://") and has_port(v)))
     # The longest any wait on something outside the process may take: reaching the tf.data service
     # dispatcher or the record server, and the next batch from the input pipeline (its workers, the server,
     # the storage). Past it the run ends with one line naming what it waited for; its checkpoints stay.
