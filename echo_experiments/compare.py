@@ -12,6 +12,7 @@ the evaluation cadence resolves is cut to one it does. The runs stay in DIR (a r
 
 import argparse
 import logging
+import math
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.record import RunRecord
+from echo_experiments.core.rundir import unwritable
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
 from echo_experiments.report.tables import SHARED_CORES
@@ -41,11 +43,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m echo_experiments")
-    parser.add_argument("--factor", type=float, help="the echo factor to compare (default: the one R recommends)")
+    parser.add_argument("--factor", type=_factor, help="the echo factor to compare, at least 1 (default: the one R "
+                        "recommends)")
     parser.add_argument("--no-auto", dest="auto", action="store_false",
                         help="leave out the autopilot's run (echo.factor=auto at the echoed run's placement)")
     parser.add_argument("--out", type=Path, help="where the runs go (default compare/<workload>/<time>)")
     return parser.parse_args(argv)
+
+
+def _factor(text: str) -> float:
+    """--factor's value: a number of examples trained per fresh one, so at least 1 (0 is not "none")."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (1 <= value <= 1000):
+        raise argparse.ArgumentTypeError(f"{text} is not an echo factor: a number from 1 to 1000")
+    return value
 
 
 def _run(overrides: list[str], out: Path, name: str = "") -> RunRecord:
@@ -233,6 +247,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     cfg = next(iter(compose_all(args.overrides, multirun=False)))
     given = [name for name in ("out", "factor") if getattr(args, name) is not None]
     args.out = args.out or Path("compare") / cfg.workload.name / time.strftime("%Y-%m-%d_%H-%M-%S")
+    if problem := unwritable(args.out):  # before minutes of profiling
+        fail(f"--out {args.out} cannot be used ({problem}): choose another folder")
     with one_line_on_signal(lambda: _go_on(args, given)):
         return _compare(args, cfg, argv)
 

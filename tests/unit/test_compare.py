@@ -52,3 +52,24 @@ def test_the_cadence_caps_the_factor_at_two_evaluations_of_the_best_case():
     base = record(12_000, 100.0)
     assert evaluations_to_target(base, EVERY) == 12 and resolvable_factor(base, EVERY) == 6.0
     assert resolvable_factor(record(None, None), EVERY) is None
+
+
+@pytest.mark.parametrize("given", ["0", "-2", "0.5", "nan", "two"])
+def test_a_factor_below_one_is_refused_not_taken_for_none(given, capsys):
+    from echo_experiments.compare import parse
+
+    with pytest.raises(SystemExit) as refused:
+        parse(["--factor", given])
+    assert refused.value.code == 2
+    assert f"argument --factor: {given} is not an echo factor: a number from 1 to 1000" in capsys.readouterr().err
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_profiling(capsys):
+    from echo_experiments.compare import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--out", "/proc/compare"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --out /proc/compare cannot be used (nothing can be made in /proc: No such file or directory): "
+        "choose another folder"]
