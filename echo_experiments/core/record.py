@@ -15,6 +15,8 @@ a version this code does not know is refused with its number.
 
 import json
 import math
+import os
+import stat
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -29,6 +31,43 @@ MODES = ("max", "min")
 
 class RecordError(ValueError):
     """A run file that cannot be read as a run: str() says which field and why."""
+
+
+# The most a run's files are read of: far beyond what a run writes (an LM run's metrics.jsonl of 10,000
+# evaluations is about 5 MB), short of what would exhaust memory.
+SUMMARY_BYTES = 1 << 20
+METRICS_BYTES = 64 << 20
+CONFIG_BYTES = 1 << 20
+
+
+def bounded_text(path: Path | str, limit: int) -> str:
+    """A file a run wrote, as text: a regular file (not a link, a FIFO or a device, which could block or never
+    end) of at most ``limit`` bytes, in UTF-8. FileNotFoundError where there is none; RecordError naming the
+    file and what it is otherwise."""
+    name = Path(path).name
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise RecordError(f"{name} cannot be read ({e.strerror})") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        raise RecordError(f"{name} is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a regular file'}, not a "
+                          "file a run writes")
+    if info.st_size > limit:
+        raise RecordError(f"{name} is {info.st_size:,} bytes, more than a run writes ({limit:,} at most)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise RecordError(f"{name} cannot be read ({e.strerror})") from None
+    if len(data) > limit:
+        raise RecordError(f"{name} grew past {limit:,} bytes while read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecordError(f"{name} is not UTF-8 text (byte {e.start})") from None
 
 
 @dataclass(frozen=True)
@@ -145,15 +184,15 @@ class RunRecord:
     def read(cls, path: Path | str) -> "RunRecord":
         """The record in a summary.json; RecordError when it is missing, not JSON, or not a record."""
         try:
-            text = Path(path).read_text()
+            text = bounded_text(path, SUMMARY_BYTES)
         except FileNotFoundError:
             raise RecordError("no summary.json (an interrupted run)") from None
-        except OSError as e:
-            raise RecordError(f"summary.json cannot be read ({e.strerror})") from None
         try:
             data = json.loads(text)
         except ValueError as e:
             raise RecordError(f"summary.json is not JSON ({e})") from None
+        except RecursionError:
+            raise RecordError("summary.json is not a record (nested too deep to read)") from None
         try:
             return cls.from_json(data)
         except RecordError as e:
@@ -216,17 +255,15 @@ def metric_rows(path: Path | str) -> Iterator[dict[str, Any]]:
     """metrics.jsonl's rows, each checked: a JSON object with integer ``step`` and ``fresh_examples`` and every
     other value a finite number or null. RecordError names the first line that is not."""
     try:
-        lines = Path(path).read_text().splitlines()
+        lines = bounded_text(path, METRICS_BYTES).splitlines()
     except FileNotFoundError:
         return
-    except OSError as e:
-        raise RecordError(f"metrics.jsonl cannot be read ({e.strerror})") from None
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RecordError(f"metrics.jsonl line {i} is not JSON") from None
         problem = row_problem(row)
         if problem:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator, Optional
 import pandas as pd
 import yaml
 
-from echo_experiments.core.record import RecordError, RunRecord, metric_rows
+from echo_experiments.core.record import CONFIG_BYTES, RecordError, RunRecord, bounded_text, metric_rows
 from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
 from echo_experiments.core.search_space import unit_position
 from echo_experiments.report.tables import condition_placement
@@ -66,8 +66,8 @@ def _config(directory: Path) -> dict[str, Any] | None:
     """The run's composed config, or None where it is missing or unreadable (what it would say is unknown,
     not guessed)."""
     try:
-        config = yaml.load((directory / CONFIG).read_text(), Loader=_LOADER)
-    except (OSError, yaml.YAMLError):
+        config = yaml.load(bounded_text(directory / CONFIG, CONFIG_BYTES), Loader=_LOADER)
+    except (OSError, RecordError, yaml.YAMLError, RecursionError):
         return None
     return config if isinstance(config, dict) else None
 

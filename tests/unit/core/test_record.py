@@ -2,10 +2,11 @@
 
 import dataclasses
 import json
+import os
 
 import pytest
 
-from echo_experiments.core.record import RecordError, RunRecord, metric_rows
+from echo_experiments.core.record import SUMMARY_BYTES, RecordError, RunRecord, metric_rows
 
 GOOD = {"workload": "w", "placement": "before_augmentation", "echo_factor": 2.0, "batch_size": 64,
         "shuffle_buffer": 1280, "seed": 3, "study": 0, "trial": 1, "tuning_seed": 0, "status": "reached_target",
@@ -88,3 +89,42 @@ def test_metric_rows_are_checked_line_by_line(tmp_path, line, reason):
         list(metric_rows(path))
     path.write_text(json.dumps({"step": 1, "fresh_examples": 5, "accuracy": 0.5}) + "\n\n")
     assert list(metric_rows(path)) == [{"step": 1, "fresh_examples": 5, "accuracy": 0.5}]
+
+
+def _hostile(tmp_path, kind):
+    """A summary.json that is not what a run writes."""
+    path = tmp_path / "summary.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would block until a writer came
+    elif kind == "link":
+        (tmp_path / "secret").write_text("{}")
+        path.symlink_to(tmp_path / "secret")
+    elif kind == "huge":
+        path.write_bytes(b" " * (SUMMARY_BYTES + 1))
+    elif kind == "latin1":
+        path.write_bytes('{"workload": "caf\xe9"}'.encode("latin-1"))
+    elif kind == "deep":
+        path.write_text("[" * 200_000 + "]" * 200_000)
+    return path
+
+
+@pytest.mark.parametrize("kind,reason", [
+    ("fifo", "summary.json is not a regular file, not a file a run writes"),
+    ("link", "summary.json is a link, not a file a run writes"),
+    ("huge", "summary.json is 1,048,577 bytes, more than a run writes (1,048,576 at most)"),
+    ("latin1", "summary.json is not UTF-8 text (byte 17)"),
+    ("deep", "summary.json is not a record (nested too deep to read)"),
+])
+def test_a_summary_that_no_run_wrote_is_refused_at_once_with_what_it_is(tmp_path, kind, reason):
+    with pytest.raises(RecordError) as refused:
+        RunRecord.read(_hostile(tmp_path, kind))
+    assert str(refused.value) == reason
+
+
+def test_metrics_that_are_a_fifo_or_nested_too_deep_are_named(tmp_path):
+    os.mkfifo(tmp_path / "metrics.jsonl")
+    with pytest.raises(RecordError, match="^metrics.jsonl is not a regular file"):
+        list(metric_rows(tmp_path / "metrics.jsonl"))
+    (tmp_path / "deep.jsonl").write_text("[" * 200_000 + "]" * 200_000 + "\n")
+    with pytest.raises(RecordError, match="^metrics.jsonl line 1 is not JSON"):
+        list(metric_rows(tmp_path / "deep.jsonl"))
