@@ -53,11 +53,11 @@ def test_an_interrupted_archive_or_restore_leaves_no_record_and_the_next_one_fin
     write_run(sweep / "a")
     copy = shutil.copy2
 
-    def killed_at_the_record(source, destination):
+    def killed_at_the_record(source, destination, **kwargs):
         if source.name == "summary.json":  # killed with the record half-copied
             destination.write_text(source.read_text()[:10])
             raise KeyboardInterrupt
-        return copy(source, destination)
+        return copy(source, destination, **kwargs)
 
     runs, fresh = results / "preset" / "wl" / "runs", tmp_path / "elsewhere" / "preset" / "wl"
     commands = ((lambda: archive(sweep, results), runs / "a"), (lambda: restore(fresh, results), fresh / "a"))
@@ -69,3 +69,34 @@ def test_an_interrupted_archive_or_restore_leaves_no_record_and_the_next_one_fin
         monkeypatch.setattr(shutil, "copy2", copy)
         assert command().startswith("1 ")
         assert (into / "summary.json").read_text() == (sweep / "a" / "summary.json").read_text()
+
+
+def test_archive_copies_no_link_and_no_run_without_metrics_and_restore_writes_through_no_link(tmp_path):
+    sweep = tmp_path / "multirun" / "preset" / "wl"
+    write_run(sweep / "good")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password\n")
+    write_run(sweep / "linked")
+    (sweep / "linked" / "config.yaml").unlink()
+    (sweep / "linked" / "config.yaml").symlink_to(secret)  # would be committed as the run's config
+    write_run(sweep / "bare")
+    (sweep / "bare" / "metrics.jsonl").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    write_run(elsewhere / "job")
+    (sweep / "pointer").symlink_to(elsewhere / "job", target_is_directory=True)  # a job folder that is a link
+    results = tmp_path / "results"
+    message = archive(sweep, results)
+    runs = results / "preset" / "wl" / "runs"
+    assert message.splitlines()[0] == f"1 complete runs -> {runs}"
+    assert "linked (config.yaml is a link, not files a run writes)" in message
+    assert "bare (no metrics.jsonl" in message
+    assert sorted(p.name for p in runs.iterdir()) == ["good"]
+    assert "password" not in "".join(p.read_text() for p in runs.rglob("*") if p.is_file())
+
+    fresh = tmp_path / "again" / "preset" / "wl"
+    fresh.mkdir(parents=True)
+    (fresh / "good").symlink_to(elsewhere / "job", target_is_directory=True)  # restoring would write into it
+    before = sorted(p.name for p in (elsewhere / "job").iterdir())
+    said = restore(fresh, results)
+    assert said.splitlines()[0] == f"0 committed runs -> {fresh}" and "goes through the link" in said
+    assert sorted(p.name for p in (elsewhere / "job").iterdir()) == before
