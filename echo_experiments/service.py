@@ -18,6 +18,11 @@ import sys
 import time
 from typing import Optional
 
+# tf.data's servers take a port, not an address to bind: they listen on every interface, and take no
+# authentication; the first line says so.
+EVERY_INTERFACE = ("listening on every interface, unauthenticated: tf.data's servers cannot bind one address; "
+                   "keep the port behind a firewall")
+
 
 def port(text: str) -> int:
     """A TCP port for argparse: 0 (any free one) to 65535."""
@@ -93,10 +98,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         if args.role == "dispatcher":
             server = service.DispatchServer(service.DispatcherConfig(
                 port=args.port, work_dir=args.work_dir, fault_tolerant_mode=args.work_dir is not None))
-            print(f"dispatcher at {server.target}", flush=True)
+            print(f"dispatcher at {server.target} ({EVERY_INTERFACE})", flush=True)
         else:
             server = service.WorkerServer(service.WorkerConfig(dispatcher_address=args.dispatcher, port=args.port))
-            print(f"worker on port {args.port or 'any'} for dispatcher {args.dispatcher}", flush=True)
+            print(f"worker on port {args.port or 'any'} for dispatcher {args.dispatcher} ({EVERY_INTERFACE})",
+                  flush=True)
     except RuntimeError as e:  # gRPC could not start the server
         print(f"error: the {args.role} could not start on port {args.port} ({str(e).splitlines()[0]}): choose "
               "another --port", file=sys.stderr)

@@ -215,6 +215,11 @@ class TrainerConfig:
     distributed: bool = setting(False, "true or false", boolean)
     coordinator_address: Optional[str] = setting(None, "null (found from SLURM, Open MPI or the TPU slice) or "
                                                        "host:port of process 0", optional(text))
+    # Where process 0's coordinator listens; null: loopback for a coordinator_address on this machine, else every
+    # interface (JAX's default, which other machines need). It takes no authentication either way.
+    coordinator_bind_address: Optional[str] = setting(None, "null (loopback for a local coordinator_address, else "
+                                                            "every interface) or host:port to listen on",
+                                                      optional(text))
     num_processes: Optional[int] = setting(None, "null or an integer >= 1", optional(integer(1)))
     process_id: Optional[int] = setting(None, "null or an integer >= 0", optional(integer(0)))
     # How long a process waits for its peers to join, and for a lost peer's heartbeat before it gives up.

@@ -126,11 +126,23 @@ class ParallelSpec:
     num_processes: Optional[int] = None
     process_id: Optional[int] = None
     timeout_s: int = 300
+    coordinator_bind_address: Optional[str] = None
 
     @classmethod
     def from_config(cls, trainer: Any) -> "ParallelSpec":
         return cls(bool(trainer.data_parallel), bool(trainer.distributed), trainer.coordinator_address,
-                   trainer.num_processes, trainer.process_id, int(trainer.distributed_timeout_s))
+                   trainer.num_processes, trainer.process_id, int(trainer.distributed_timeout_s),
+                   trainer.coordinator_bind_address)
+
+    @property
+    def bind_address(self) -> Optional[str]:
+        """Where process 0's coordinator listens: the given address; loopback where the coordinator is on this
+        machine (localhost or 127.x), so that nothing listens beyond it unless asked; else None, JAX's own
+        choice, every interface (the other machines must reach it)."""
+        if self.coordinator_bind_address or not self.coordinator_address:
+            return self.coordinator_bind_address
+        host, _, port = self.coordinator_address.rpartition(":")
+        return f"127.0.0.1:{port}" if host in ("localhost", "::1", "[::1]") or host.startswith("127.") else None
 
 
 @dataclass(frozen=True)

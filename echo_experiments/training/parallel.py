@@ -7,6 +7,7 @@ SLURM, Open MPI or TPU settings), each process reads its own shard of the input,
 the fresh-example counts are summed across processes.
 """
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -67,6 +68,7 @@ class Parallel:
         return int(np.sum(multihost_utils.process_allgather(np.asarray(count, np.int64))))
 
 
+log = logging.getLogger(__name__)
 _initialized = False
 
 
@@ -77,8 +79,12 @@ def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
         # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         timeout = spec.timeout_s
+        if spec.process_id in (0, None):
+            log.info("the coordinator listens on %s, unauthenticated (trainer.coordinator_bind_address)",
+                     spec.bind_address or "every interface, as JAX chooses")
         jax.distributed.initialize(spec.coordinator_address, spec.num_processes, spec.process_id,
-                                   initialization_timeout=timeout, heartbeat_timeout_seconds=timeout)
+                                   initialization_timeout=timeout, heartbeat_timeout_seconds=timeout,
+                                   coordinator_bind_address=spec.bind_address)
         _initialized = True
     devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]
     if batch_size % len(devices):
