@@ -1,5 +1,6 @@
 """A real two-process run on this machine: jax.distributed over localhost with the CPU collectives (gloo)."""
 
+import ipaddress
 import json
 import signal
 import socket
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from conftest import FAST, env_with_xla_flags
 
@@ -39,6 +41,19 @@ def start(tmp_path, *args):
     return procs
 
 
+def listeners(procs, deadline_s: float = 300) -> set:
+    """The (address, port) pairs the processes listen on, sampled every half second until they end."""
+    seen, until = set(), time.time() + deadline_s
+    while any(p.poll() is None for p in procs) and time.time() < until:
+        for p in procs:
+            try:
+                seen |= {c.laddr for c in psutil.Process(p.pid).net_connections("tcp") if c.status == "LISTEN"}
+            except psutil.Error:  # it ended between the poll and the look
+                pass
+        time.sleep(0.5)
+    return seen
+
+
 def stderr(tmp_path, i):
     return (tmp_path / f"stderr{i}").read_text()
 
@@ -49,7 +64,11 @@ def steps_and_fresh(run_dir):
 
 def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
     procs = start(tmp_path, "trainer.max_fresh_examples=1024", "trainer.eval_every_fresh_examples=512")
+    listening = listeners(procs)
     codes = [p.wait(timeout=300) for p in procs]
+    # The coordinator (loopback for a local coordinator_address) and gloo's connections: none beyond loopback.
+    assert listening and all(ipaddress.ip_address(ip.removeprefix("::ffff:")).is_loopback for ip, _ in listening), \
+        listening
     assert codes == [0, 0], stderr(tmp_path, 0)[-2000:] + stderr(tmp_path, 1)[-2000:]
     # Process 0 writes the run directory; the global batch of 32 is 16 from each process. One process counts
     # the same: e=2 before augmentation, 16 fresh examples a step (test_train checks one process's counts).
