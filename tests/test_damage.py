@@ -83,6 +83,17 @@ def test_when_no_checkpoint_can_be_read_the_line_says_how_to_start_over(tmp_path
         run(compose_config(*LONG), tmp_path)
 
 
+def test_a_checkpoint_folder_this_program_did_not_write_is_refused_and_kept(tmp_path):
+    (tmp_path / "checkpoints" / "1000").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "1000" / "thesis.txt").write_text("someone's")  # taken for damage and deleted once
+    with pytest.raises(ConfigError) as refused:
+        run(compose_config(*FAST, "trainer.max_steps=20", "trainer.checkpoint_every_steps=5"), tmp_path)
+    assert str(refused.value) == (f"{tmp_path / 'checkpoints' / '1000'} is not a checkpoint this program wrote (it "
+                                  "lacks state, loop, input): move it out of the run directory, or choose another "
+                                  "hydra.run.dir")
+    assert (tmp_path / "checkpoints" / "1000" / "thesis.txt").read_text() == "someone's"
+
+
 def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tmp_path, monkeypatch):
     run(compose_config(*LONG), tmp_path / "whole")
     cut = tmp_path / "cut"

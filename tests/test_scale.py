@@ -187,7 +187,8 @@ def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     (["trainer.checkpoint_every_steps=-1"],
      "trainer.checkpoint_every_steps=-1 is not allowed: an integer >= 0 (0 = not by step count)"),
     (["data.service=localhost:5000"],
-     "data.service=localhost:5000 is not allowed: null or a tf.data service address grpc://host:port"),
+     "data.service=localhost:5000 is not allowed: null or a tf.data service address grpc://host:port (port "
+     "1-65535)"),
     (["data.service=grpc://localhost:5000"],
      "trainer.checkpoint_every_seconds=600 is not allowed: 0 with data.service (the service's workers hold the "
      "input's state, which no checkpoint can save)"),

@@ -63,7 +63,7 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
     (["storage=emulated", "storage.bandwidth_mb_s=0"],
      "storage.bandwidth_mb_s=0 is not allowed: null (unlimited) or a real number > 0 (MB/s per request)"),
     (["storage=http", "storage.parallel_reads=0"],
-     "storage.parallel_reads=0 is not allowed: an integer >= 1 (requests in flight)"),
+     "storage.parallel_reads=0 is not allowed: an integer from 1 to 1024 (requests in flight, a thread each)"),
     (["storage=ftp"], "storage=ftp is not allowed: one of emulated, http, local"),
     (["storage=local", "storage.url=http://x"],
      "storage.url=http://x is not allowed: null, or with storage.kind=http a record server's http:// URL"),

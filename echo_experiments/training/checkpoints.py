@@ -90,14 +90,27 @@ def exist(directory: Path | str) -> bool:
     return bool(ocp.utils.checkpoint_steps(Path(directory)))
 
 
+# What a checkpoint of a run holds, a folder each: the train state, the loop's counters, the input's state.
+ITEMS = ("state", "loop", "input")
+
+
+def _denied(error: BaseException) -> bool:
+    """Whether a failure to read was the file system's refusal (somewhere in its chain of causes)."""
+    while error is not None:
+        if isinstance(error, PermissionError) or "Permission denied" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 class Checkpoints:
     def __init__(self, directory: Path | str, keep: int = 2):
         self.directory = Path(directory).absolute()
         self.manager = ocp.CheckpointManager(
             Path(directory).absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
-            item_handlers={"state": ocp.StandardCheckpointHandler(), "loop": ocp.JsonCheckpointHandler(),
-                           "input": InputHandler()})
+            item_handlers=dict(zip(ITEMS, (ocp.StandardCheckpointHandler(), ocp.JsonCheckpointHandler(),
+                                           InputHandler()))))
 
     def latest(self) -> Optional[int]:
         """The newest complete checkpoint's step, or None."""
@@ -108,6 +121,10 @@ class Checkpoints:
         ones it cannot (a damaged checkpoint must be said, not passed over as if the run had none)."""
         folders = self.directory.iterdir() if self.directory.is_dir() else ()
         return sorted(set(self.manager.all_steps()) | {int(p.name) for p in folders if p.name.isdigit()}, reverse=True)
+
+    def ours(self, step: int) -> bool:
+        """Whether the checkpoint folder of ``step`` is one this program wrote: it holds each of its items."""
+        return all((self.directory / str(step) / item).is_dir() for item in ITEMS)
 
     def discard(self, step: int) -> None:
         """Delete a checkpoint that cannot be read (so the run's next saves follow the one it resumed from)."""
@@ -132,10 +149,19 @@ class Checkpoints:
         """:meth:`restore` of the newest readable checkpoint of ``steps`` (newest first); a damaged one is said,
         deleted, and the one before it tried. ConfigError when none can be read."""
         for step in steps:
+            folder = self.directory / str(step)
+            if not self.ours(step):  # never deleted: it may be anything of anyone's
+                raise ConfigError("hydra.run.dir", str(self.directory.parent), "", (
+                    f"{folder} is not a checkpoint this program wrote (it lacks {', '.join(ITEMS)}): move it out of "
+                    "the run directory, or choose another hydra.run.dir"))
             try:
                 return self.restore(step, state, iterator)
             except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                if _denied(e):  # not damage: the bytes may be fine, and deleting them would lose the run
+                    raise ConfigError("hydra.run.dir", str(self.directory.parent), "", (
+                        f"the checkpoint at step {step} in {self.directory} cannot be read ({why}): nothing was "
+                        "deleted; give this user read access to it and run the same command again")) from None
                 log.warning("the checkpoint at step %d in %s cannot be read (%s): deleted; trying the one before",
                             step, self.directory, why)
                 self.discard(step)
