@@ -81,6 +81,12 @@ CASES = [
     (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, replay, shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
+    # Hydra's parser does not say which override it could not parse: the line names it.
+    (["echo.factor=2", "optimizer.decay_boundaries_fresh_examples=[1,2"],
+     "cannot parse override 'optimizer.decay_boundaries_fresh_examples=[1,2' (no viable alternative at input "
+     "'[1,2'): write key=value"),
+    (["echo.factor=2", ""], "an empty override (''): remove it (an empty argument, or a space inside unquoted "
+                            "brackets, makes one; quote a list: 'key=[a, b]')"),
     (["echo=none", "echo.factor=auto"], "echo.placement=none is not allowed: echo.factor=auto needs an echo point"),
     (["echo=after_batching", "echo.factor=2", "echo.replay=runs/a"], "echo.replay=runs/a is not allowed: null unless "
      "echo.factor=auto (only the autopilot's decisions are recorded)"),

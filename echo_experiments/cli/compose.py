@@ -49,7 +49,7 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     try:
         parsed = parser.parse_overrides(overrides)
     except OverrideParseException as e:
-        raise _parse_error(e) from None
+        raise _parse_error(e, overrides) from None
     app = [o for o in parsed if not o.is_hydra_override()]
     for o in app:
         _refuse_added_key(o)
@@ -198,12 +198,24 @@ def _override_value(key: str, overrides: list[str]) -> Optional[str]:
     return None
 
 
-def _parse_error(e: OverrideParseException) -> ConfigError:
-    match = re.search(r"override '([^']*)'", str(e))
-    line = match.group(1) if match else ""
-    key = _override_key(line)
-    return ConfigError(key, None, "", f"cannot parse override '{line}': write key=value, sweeps as "
-                         "key=a,b,c (see https://hydra.cc/docs/advanced/override_grammar/basic)")
+def _parse_error(e: OverrideParseException, overrides: list[str]) -> ConfigError:
+    """The one line for the first override Hydra's grammar cannot parse, named (Hydra's own message does not
+    say which), with what the grammar found wrong."""
+    parser = OverridesParser.create()
+    for line in overrides:
+        try:
+            parser.parse_overrides([line])
+        except OverrideParseException as one:
+            e = one
+            break
+    else:
+        line = ""
+    if not line.strip():
+        return ConfigError("", line, "", f"an empty override ({line!r}): remove it (an empty argument, or a "
+                           "space inside unquoted brackets, makes one; quote a list: 'key=[a, b]')")
+    why = str(e).strip().splitlines()[0]
+    return ConfigError(_override_key(line), None, "", f"cannot parse override '{line}' ({why}): write key=value, "
+                       "sweeps as key=a,b,c (see https://hydra.cc/docs/advanced/override_grammar/basic)")
 
 
 def _first_line(text: str) -> str:
