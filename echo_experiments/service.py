@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Optional
 
+from echo_experiments.core.rundir import unwritable
+
 # tf.data's servers take a port, not an address to bind: they listen on every interface, and take no
 # authentication; the first line says so.
 EVERY_INTERFACE = ("listening on every interface, unauthenticated: tf.data's servers cannot bind one address; "
@@ -33,6 +35,25 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{text} is not a port: an integer from 0 (any free port) to 65535")
     return value
+
+
+def seconds(text: str) -> float:
+    """A wait for argparse: more than 0 seconds, at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text} is not a wait: a number of seconds above 0, at most 3600")
+    return value
+
+
+def address(text: str) -> str:
+    """HOST:PORT of a dispatcher for argparse, the port from 1 to 65535."""
+    host, _, number = text.rpartition(":")
+    if not host or not number.isdigit() or not 1 <= int(number) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not HOST:PORT with a port from 1 to 65535")
+    return text
 
 
 def _port_problem(number: int) -> Optional[str]:
@@ -74,15 +95,18 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     dispatcher.add_argument("--work-dir", default=None,
                             help="where the dispatcher keeps its journal, so a restarted dispatcher keeps its jobs")
     worker = roles.add_parser("worker", help="a worker that runs the pipeline for the dispatcher")
-    worker.add_argument("--dispatcher", required=True, help="HOST:PORT of the dispatcher")
+    worker.add_argument("--dispatcher", type=address, required=True, help="HOST:PORT of the dispatcher")
     worker.add_argument("--port", type=port, default=0, help="0 = any free port")
-    worker.add_argument("--timeout-s", type=float, default=30.0, help="how long to wait for the dispatcher to answer")
+    worker.add_argument("--timeout-s", type=seconds, default=30.0,
+                        help="how long to wait for the dispatcher to answer (seconds, above 0, at most 3600)")
     return parser.parse_args(argv)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     args = parse(argv)
     problem = _port_problem(args.port)
+    if problem is None and getattr(args, "work_dir", None) and (why := unwritable(args.work_dir)):
+        problem = f"--work-dir {args.work_dir} cannot be used ({why}): choose a folder this user can write"
     if problem is None and args.role == "worker":
         problem = _unreachable(args.dispatcher, args.timeout_s)
     if problem:

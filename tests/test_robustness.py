@@ -100,6 +100,17 @@ def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(t
     assert run(compose_config(*FAST), tmp_path).status == "reached_target"
 
 
+def test_a_run_with_its_stderr_closed_trains_to_its_end(tmp_path):
+    """``2>&-`` (a daemon, a detached job): Python starts with sys.stderr None, which the progress bar's check
+    of a terminal took for a failure."""
+    shown = [*(a for a in FAST if not a.startswith("trainer.progress=")), "trainer.progress=true"]  # the bar asks
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *shown, "trainer.max_steps=4",
+                           f"hydra.run.dir={tmp_path}"], stdout=subprocess.PIPE, text=True, timeout=300,
+                          preexec_fn=lambda: os.close(2))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 4
+
+
 def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeypatch):
     from echo_experiments.workloads.base import Workload
 

@@ -7,6 +7,8 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from echo_experiments.core.schema import ConfigError
+
 PACKAGE = Path(__file__).resolve().parents[1]
 # Where the installed libraries and the standard library live: a frame there is not the user's.
 LIBRARIES = tuple({str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib", "purelib",
@@ -51,3 +53,11 @@ def failure(error: BaseException, what: str) -> Optional[str]:
         return None
     source = f": {where.line.strip()}" if where.line else ""
     return f"{what}: {message(error)} (at {where.filename}:{where.lineno}, in {where.name}{source})"
+
+
+def task_error(error: BaseException, task: str) -> Optional[ConfigError]:
+    """The one line for ``error`` raised while running a user's workload (``workload.task=module:Class``) where
+    it comes from the user's code; None for a built-in task or a failure of this package or a library."""
+    line = failure(error, f"workload.task={task} fails") if ":" in task else None
+    return ConfigError("workload.task", task, "", line) if line else None
+

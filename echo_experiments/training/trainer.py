@@ -73,11 +73,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
     except (ConfigError, DataMissing, Interrupted, InputLost, PeerLost, DiskFull):  # each already the line to show
         raise
     except Exception as e:  # one raised in a user's own workload: its line and message, not the libraries'
-        task = cfg.workload.task
-        line = user_code.failure(e, f"workload.task={task} fails") if ":" in task else None  # module:Class
-        if line is None:
-            raise
-        raise ConfigError("workload.task", cfg.workload.task, "", line) from None
+        raise user_code.task_error(e, cfg.workload.task) or e
     finally:
         run_dir.release()
 
@@ -313,9 +309,13 @@ class Trainer:
     def _progress_bar(self, count: int, step: int) -> tqdm:
         """Progress in the budget's unit: fresh examples unless only a step cap is given."""
         t = self.t
+        try:
+            terminal = sys.stderr.isatty()
+        except (AttributeError, ValueError, OSError):  # closed: 2>&- leaves sys.stderr None
+            terminal = False
         return tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else step,
                     unit="fresh" if t.max_fresh_examples else "step", leave=False,
-                    disable=not (self.mesh.writes_run_dir and t.progress and sys.stderr.isatty()))
+                    disable=not (self.mesh.writes_run_dir and t.progress and terminal))
 
     def _checkpoint_due(self, step: int, stopping: bool, clocks: Clocks) -> bool:
         t = self.t
