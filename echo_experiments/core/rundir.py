@@ -136,7 +136,14 @@ class RunDir:
             lock.release()
 
     def clear(self) -> None:
-        """Forget an earlier attempt (trainer.restart=true): its summary, metrics, event files and checkpoints."""
+        """Forget an earlier attempt (trainer.restart=true): its summary, metrics, event files and checkpoints.
+        Folders of those names where no run wrote its config.yaml are someone else's: ConfigError, nothing
+        deleted."""
+        folders = [name for name in ("checkpoints", "tb") if os.path.lexists(self.path / name)]
+        if folders and not (self.path / CONFIG).is_file():
+            raise ConfigError("trainer.restart", True, "", (
+                f"{self.path} holds {' and '.join(f'{name}/' for name in folders)} but no {CONFIG}: no run of this "
+                "program was there, so trainer.restart=true deletes nothing of it; choose another hydra.run.dir"))
         for name in (SUMMARY, METRICS):
             (self.path / name).unlink(missing_ok=True)
         for name in ("checkpoints", "tb"):

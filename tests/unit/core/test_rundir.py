@@ -103,3 +103,15 @@ def test_study_best_is_the_fewest_fresh_examples_of_the_same_condition_study_and
                  "echo_auto": False, "tuning_seed": 0, "study": 0}
     assert study_best(tmp_path, condition, TARGET) == 400
     assert study_best(tmp_path, {**condition, "study": 2}, TARGET) is None
+
+
+def test_restart_deletes_a_runs_own_folders_and_nothing_where_no_run_was(tmp_path):
+    (tmp_path / "checkpoints" / "thesis").mkdir(parents=True)  # someone's folder, named like a run's
+    (tmp_path / "tb").mkdir()
+    with pytest.raises(ConfigError, match=r"holds checkpoints/ and tb/ but no config.yaml: no run of this program "
+                                          r"was there, so trainer.restart=true deletes nothing of it"):
+        RunDir(tmp_path).clear()
+    assert (tmp_path / "checkpoints" / "thesis").is_dir() and (tmp_path / "tb").is_dir()
+    (tmp_path / "config.yaml").write_text("seed: 0\n")  # a run was here: its folders go
+    RunDir(tmp_path).clear()
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "tb").exists()
