@@ -59,7 +59,13 @@ class Divergence:
         if all(math.isfinite(v) for v in (ev.train_loss, *ev.metrics.values())):
             return None
         outcome.status = "diverged"
-        log.warning("diverged at step %d (train loss %s)", ev.step, ev.train_loss)
+        bad = [k for k, v in ev.metrics.items() if not math.isfinite(v)]
+        if math.isfinite(ev.train_loss):  # the training did not blow up: say where the non-finite value came from
+            log.warning("diverged at step %d: the evaluation's %s %s not finite while the train loss is %.4g (an "
+                        "evaluation label beyond the model's classes, or a metric divided by zero, gives this)",
+                        ev.step, ", ".join(bad), "is" if len(bad) == 1 else "are", ev.train_loss)
+        else:
+            log.warning("diverged at step %d (train loss %s)", ev.step, ev.train_loss)
         return True
 
 

@@ -43,6 +43,16 @@ def test_divergence_comes_before_the_target():
     assert (outcome.status, outcome.stop, outcome.to_target) == ("diverged", True, None)
 
 
+def test_a_non_finite_evaluation_beside_a_finite_train_loss_says_where_it_came_from(caplog):
+    outcome = Outcome()
+    with caplog.at_level("WARNING"):
+        stops().after_evaluation(evaluation(400, math.nan, loss=1.675), outcome)
+    assert outcome.status == "diverged"
+    assert caplog.messages == ["diverged at step 40: the evaluation's accuracy is not finite while the train loss is "
+                               "1.675 (an evaluation label beyond the model's classes, or a metric divided by zero, "
+                               "gives this)"]
+
+
 def test_pruning_stops_a_trial_only_once_past_its_studys_best_times_the_margin():
     outcome, rules = Outcome(), stops(best=400, margin=1.5)
     rules.after_evaluation(evaluation(500, 0.7), outcome)
