@@ -48,6 +48,11 @@ CASES = [
                                         "digits, '_', '-' and '.' (it names a folder under runs/)"),
     (["trainer.num_processes=0"], "trainer.num_processes=0 is not allowed: null or an integer >= 1"),
     (["trainer.process_id=-1"], "trainer.process_id=-1 is not allowed: null or an integer >= 0"),
+    (["trainer.distributed=true", "trainer.coordinator_address=localhost:1234", "trainer.num_processes=2",
+      "trainer.process_id=2"],
+     "trainer.process_id=2 is not allowed: an integer from 0 to 1 (one of the trainer.num_processes=2 processes)"),
+    (["trainer.distributed=true", "trainer.coordinator_address=localhost:1234", "trainer.process_id=0"],
+     "trainer.num_processes=null is not allowed: an integer >= 1 with trainer.coordinator_address"),
     (["trainer.distributed_timeout_s=0"], "trainer.distributed_timeout_s=0 is not allowed: an integer >= 1 (seconds)"),
     (["trainer.coordinator_address=''"],
      "trainer.coordinator_address='' is not allowed: null (found from SLURM, Open MPI or the TPU slice) or host:port "

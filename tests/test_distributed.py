@@ -99,3 +99,14 @@ def test_a_process_that_dies_ends_its_peer_with_one_line_within_the_timeout(tmp_
     else:  # JAX's runtime saw the missed heartbeats first and ended the process itself, saying why
         assert procs[0].returncode == -signal.SIGABRT, err[-3000:]
         assert "This most likely indicates that another task died" in err
+
+
+def test_a_coordinator_that_does_not_resolve_is_one_line_at_once(tmp_path):
+    began = time.time()
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *COMMON, "trainer.process_id=1",
+                           "trainer.coordinator_address=no-such-host.invalid:1234", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: trainer.coordinator_address=no-such-host.invalid:1234: no-such-host.invalid does not resolve (")
+    assert time.time() - began < 50  # at once, not after the 60 s timeout and an abort

@@ -388,3 +388,18 @@ def check_rules(cfg: DictConfig) -> None:
         if service is not None and t[key]:
             raise ConfigError(f"trainer.{key}", t[key], "0 with data.service (the service's workers hold the "
                               "input's state, which no checkpoint can save)")
+    _check_processes(t)
+
+
+def _check_processes(t: DictConfig) -> None:
+    """Several processes given by hand: the coordinator, the count and this process's id together, the id one
+    of the count (JAX's own checks of these end in tracebacks)."""
+    if not t.distributed or t.coordinator_address is None:
+        return
+    for key, allowed in (("num_processes", "an integer >= 1"), ("process_id", "an integer >= 0")):
+        if t[key] is None:
+            raise ConfigError(f"trainer.{key}", None, f"{allowed} with trainer.coordinator_address (every process "
+                              "is given the count and its own id)")
+    if t.process_id >= t.num_processes:
+        raise ConfigError("trainer.process_id", t.process_id, f"an integer from 0 to {t.num_processes - 1} (one of "
+                          f"the trainer.num_processes={t.num_processes} processes)")

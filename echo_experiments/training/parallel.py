@@ -8,6 +8,7 @@ the fresh-example counts are summed across processes.
 """
 
 import logging
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -72,10 +73,25 @@ log = logging.getLogger(__name__)
 _initialized = False
 
 
+def _check_resolves(address: Optional[str]) -> None:
+    """ConfigError for a coordinator whose host name does not resolve: JAX would wait the whole timeout for it
+    and then abort the process with a native stack."""
+    if address is None:
+        return
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError("trainer.coordinator_address", address, "", (
+            f"trainer.coordinator_address={address}: {host} does not resolve ({e}): give process 0's host name or "
+            "address")) from None
+
+
 def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
     """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
     global _initialized
     if spec.distributed and not _initialized:
+        _check_resolves(spec.coordinator_address)
         # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         timeout = spec.timeout_s
