@@ -207,6 +207,18 @@ def test_damaged_data_files_are_one_line(tmp_path, data_dir):
         sources.load("synthetic_images", "train", copy)
 
 
+def test_a_damaged_evaluation_file_is_one_line_naming_the_split(tmp_path, data_dir):
+    copy = tmp_path / "data"
+    shutil.copytree(Path(data_dir) / "synthetic_images", copy / "synthetic_images")
+    shard = sorted((copy / "synthetic_images").rglob("*test.tfrecord*"))[0]
+    shard.write_bytes(shard.read_bytes()[:1000])  # truncated mid-record
+    proc = subprocess.run(command(*FAST, f"data.dir={copy}", "trainer.max_steps=40",
+                                  f"hydra.run.dir={tmp_path / 'run'}"), capture_output=True, text=True, timeout=300)
+    line = one_line(proc, 2, f"synthetic_images's test split in {copy} cannot be read (DataLossError: ")
+    assert line.endswith(f"delete the data set's folder in {copy} and run again to rebuild it (the offline data "
+                         f"sets), or prepare it again with `tfds build synthetic_images --data_dir={copy}`")
+
+
 @pytest.mark.parametrize("args,code,starts", [
     (["hydra.run.dir=/proc/run"], 2, "hydra.run.dir=/proc/run cannot be used (nothing can be made in /proc"),
     ([f"hydra.run.dir=/tmp/{'x' * 300}"], 2, "hydra.run.dir=/tmp/xxx"),

@@ -143,10 +143,16 @@ def load(dataset: str, split: str, directory: Path) -> Source:
         raise
     # json_format.Error: a corrupt dataset_info.json; AssertionError: one of another version (TFDS asserts it).
     except (ValueError, OSError, AssertionError, json_format.Error) as e:
-        raise DataMissing(f"{dataset} in {directory} cannot be read ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else e!r}): delete the data set's folder in {directory} "
-                          "and run again to rebuild it (the offline data sets), or prepare it again with `tfds build "
-                          f"{dataset} --data_dir={directory}`") from None
+        raise unreadable(dataset, directory, e) from None
+
+
+def unreadable(dataset: str, directory: Path, error: Exception, what: str = "") -> DataMissing:
+    """The one line for a data set whose files cannot be read (``what``: which part, e.g. its evaluation split)."""
+    message = getattr(error, "message", None) or str(error)
+    first = message.strip().splitlines()[0] if message.strip() else repr(error)
+    return DataMissing(f"{dataset}{what} in {directory} cannot be read ({type(error).__name__}: {first}): delete the "
+                       f"data set's folder in {directory} and run again to rebuild it (the offline data sets), or "
+                       f"prepare it again with `tfds build {dataset} --data_dir={directory}`")
 
 
 # Preparing an offline data set takes a minute; another process preparing it is waited for this long at most.

@@ -134,8 +134,11 @@ class Workload(abc.ABC):
     def evaluate(self, params: Any, model_state: Any) -> dict[str, float]:
         """Metrics on the held-out split; the target's metric among them."""
         totals = None
-        for batch in stream.padded(self.eval_batches, self.cfg.eval_batch_size):
-            totals = self.eval_accumulate(totals, self._eval_step(params, model_state, batch), batch)
+        try:
+            for batch in stream.padded(self.eval_batches, self.cfg.eval_batch_size):
+                totals = self.eval_accumulate(totals, self._eval_step(params, model_state, batch), batch)
+        except tf.errors.DataLossError as e:  # a damaged file of the held-out split (truncated, corrupted)
+            raise sources.unreadable(self.cfg.dataset, self.data_dir, e, f"'s {self.cfg.eval_split} split") from None
         return self._checked(self.eval_metrics(totals))
 
     def _checked(self, metrics: Any) -> dict[str, float]:
