@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-_at_startup: dict[str, int] = {}  # the signal the start-up handler received, until Signals takes it over
+# The signal the start-up handler received, until Signals takes it over; "trained" once the loop gave them back.
+_at_startup: dict[str, int] = {}
 
 
 class Signals:
@@ -50,6 +51,7 @@ class Signals:
     def __exit__(self, *exc: Any) -> None:
         for s, handler in self.previous.items():
             signal.signal(s, handler)
+        _at_startup["trained"] = 1  # a signal from here on comes as the run ends, not while it starts
 
 
 class Interrupted(Exception):
@@ -68,8 +70,12 @@ class StartupInterrupted(BaseException):
 
     def __init__(self, signum: int):
         self.signum = signum
-        super().__init__(f"stopped by {signal.Signals(signum).name} while starting, before this attempt trained: "
-                         "the run directory keeps what it had; run the same command to go on")
+        name = signal.Signals(signum).name
+        super().__init__(
+            f"stopped by {name} as the run ended, after its training loop: its record and metrics are written; the "
+            "same command reports it" if _at_startup.get("trained") else
+            f"stopped by {name} while starting, before this attempt trained: the run directory keeps what it had; "
+            "run the same command to go on")
 
 
 def stop_if_signalled_at_startup() -> None:
@@ -90,6 +96,7 @@ def stop_at_startup() -> None:
     """From here until the training loop takes them over, a first stop signal is kept and ends the start-up at its
     next safe point, with one line (StartupInterrupted) instead of a traceback (SIGINT) or a silent exit (SIGTERM,
     SIGHUP); a second one ends the process at once."""
+    _at_startup.pop("trained", None)  # a new start (a sweep's worker runs one job after another)
     if threading.current_thread() is not threading.main_thread():
         return
 

@@ -131,3 +131,16 @@ def test_without_a_start_up_signal_an_error_stays_itself(monkeypatch):
     with pytest.raises(SystemExit) as ended:
         cli.main([])
     assert ended.value.code == 1
+
+
+def test_a_signal_after_the_training_loop_says_the_run_ended_not_that_it_was_starting(kept):
+    from echo_experiments.core.signals import StartupInterrupted
+
+    assert "while starting, before this attempt trained" in str(StartupInterrupted(signal.SIGTERM))
+    with Signals():
+        pass  # the loop ran and gave the signals back
+    assert str(StartupInterrupted(signal.SIGTERM)) == (
+        "stopped by SIGTERM as the run ended, after its training loop: its record and metrics are written; the same "
+        "command reports it")
+    stop_at_startup()  # the next start (a sweep's worker, its next job)
+    assert "while starting" in str(StartupInterrupted(signal.SIGTERM))
