@@ -4,10 +4,12 @@ tf.data service upstream, mixed precision."""
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import jax
@@ -108,16 +110,34 @@ def test_saving_the_input_position_never_syncs_the_eager_executors(tmp_path, mon
     assert seen.tolist() == [True] * 3 and int(next(again)) == 6
 
 
+def _serving(server: subprocess.Popen, timeout_s: float = 180) -> str:
+    """A server's first line (it prints one once it serves), waited for at most ``timeout_s``; else the server is
+    ended and its stderr shown (a loaded machine starts Python, TensorFlow and gRPC slowly)."""
+    ready, _, _ = select.select([server.stdout], [], [], timeout_s)
+    line = server.stdout.readline() if ready else ""
+    if not line:
+        server.kill()
+        server.wait(timeout=30)
+        server.log.seek(0)
+        raise AssertionError(f"{server.args[3]} gave no line within {timeout_s:g} s (exit {server.returncode}): "
+                             f"{server.log.read()[-2000:]}")
+    return line
+
+
 def start_service():
-    """A dispatcher and one worker on this machine, started as on other machines: (address, processes)."""
+    """A dispatcher and one worker on this machine, started as on other machines: (address, processes). The
+    worker starts once the dispatcher serves, and waits for it as long as a loaded machine may need."""
     with socket.socket() as a, socket.socket() as b:
         a.bind(("localhost", 0)), b.bind(("localhost", 0))
         port, worker_port = a.getsockname()[1], b.getsockname()[1]
-    servers = [subprocess.Popen([sys.executable, "-m", "echo_experiments.service", *args], stdout=subprocess.PIPE,
-                                text=True)
-               for args in (["dispatcher", "--port", str(port)],
-                            ["worker", "--dispatcher", f"localhost:{port}", "--port", str(worker_port)])]
-    assert all(server.stdout.readline() for server in servers)  # each prints a line once it serves
+    servers = []
+    for args in (["dispatcher", "--port", str(port)],
+                 ["worker", "--dispatcher", f"localhost:{port}", "--port", str(worker_port), "--timeout-s", "120"]):
+        log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a server's logging never blocks on it
+        servers.append(subprocess.Popen([sys.executable, "-m", "echo_experiments.service", *args],
+                                        stdout=subprocess.PIPE, stderr=log, text=True))
+        servers[-1].log = log
+        _serving(servers[-1])
     return f"grpc://localhost:{port}", servers
 
 
