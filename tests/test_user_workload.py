@@ -114,19 +114,16 @@ def test_a_decode_that_breaks_the_contract_ends_the_run_with_one_line_naming_wha
     assert undecoded.startswith("error: Undecoded.decode hands on image as string")
 
 
-def test_a_loss_that_fails_ends_the_run_with_one_line_holding_the_users_line(tmp_path, monkeypatch, data_dir):
+def test_a_loss_that_fails_ends_the_run_with_one_line_holding_the_users_line(tmp_path, data_dir):
     (tmp_path / "bad_loss.py").write_text(
         "from fashion_mlp import FashionMLP\n\n\n"
         "class BadLoss(FashionMLP):\n"
         "    def loss(self, params, model_state, batch, rng):\n"
         "        return batch['pixels'].mean(), model_state\n")
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(EXAMPLES)
     proc = subprocess.run([sys.executable, "-m", "echo_experiments", SEARCH, "workload=fashion_mlp",
                            "workload.task=bad_loss:BadLoss", "trainer.max_steps=2", "trainer.profile_batches=0",
                            "workload.shuffle_buffer=100", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, timeout=300,
+                          capture_output=True, text=True, timeout=300, cwd=EXAMPLES,
                           env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{EXAMPLES}"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
