@@ -185,6 +185,11 @@ def test_tfrecord_images_stored_as_raw_pixels_end_the_run_with_one_line_saying_s
         "the input pipeline cannot take an example (Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, "
         "BMP, WebP required.): the data is not what the workload's stages expect (images stored as PNG, JPEG, "
         "BMP or GIF bytes; what each hook receives: docs/your-model.md#what-each-hook-receives)")
+    # Without image_shape the shape is read from the first record's image, which says so at once.
+    (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"}}))
+    with pytest.raises(sources.DataMissing, match=r"the image of the first record of \S+train-00000.tfrecord is not "
+                                                  r"PNG, JPEG, BMP or GIF bytes \(.*\): store images encoded"):
+        sources.load(f"tfrecord:{root}", "train", tmp_path)
 
 
 def npz_case(root: Path, fashion, change) -> str:

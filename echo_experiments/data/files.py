@@ -185,13 +185,24 @@ class TFRecordSource(FileSource):
             raise FileMissing(f"{name}: {folder / 'features.json'} declares label as "
                               f"{self.features['label'].dtype.name}: labels are class indices, int64")
         first = self._first()
-        self._shape = tuple(described["image_shape"]) if "image_shape" in described else \
-            (tuple(tf.io.decode_image(first["image"], expand_animations=False).shape) if "image" in first else None)
+        self._shape = tuple(described["image_shape"]) if "image_shape" in described else self._shape_of(first)
         self._classes = described.get("num_classes")
         if self._classes is not None and not (isinstance(self._classes, int) and 2 <= self._classes <= MAX_CLASSES):
             raise FileMissing(f"{name}: {folder / 'features.json'} has num_classes {self._classes!r}: an integer "
                               f"from 2 to {MAX_CLASSES}")
         self._count: Optional[int] = None
+
+    def _shape_of(self, record: dict) -> Optional[tuple]:
+        """The shape of a record's decoded image (None: it has none); FileMissing where it is not an image file's
+        bytes."""
+        if "image" not in record:
+            return None
+        try:
+            return tuple(tf.io.decode_image(record["image"], expand_animations=False).shape)
+        except (tf.errors.OpError, ValueError) as e:
+            message = " ".join((getattr(e, "message", "") or str(e)).split())[:160]
+            raise FileMissing(f"{self.name}: the image of the first record of {self.files[0]} is not PNG, JPEG, BMP "
+                              f"or GIF bytes ({message}): store images encoded") from None
 
     def _first(self) -> dict:
         """The first record, parsed (FileMissing where the files hold none or it does not parse)."""
