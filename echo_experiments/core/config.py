@@ -17,7 +17,6 @@ This module imports no TensorFlow or JAX: the command line is checked before any
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Dict, List, Optional
 
@@ -29,6 +28,8 @@ from echo_experiments.core.schema import (
     ConfigError,
     boolean,
     field_at,
+    folder_name,
+    has_port,
     increasing,
     integer,
     one_of,
@@ -44,6 +45,11 @@ MAX_SEED = 2**31 - 1
 # fill (a buffer near 2^63 crashes it), and an echo factor past these copies nothing a paper study needs.
 MAX_FACTOR = 1000
 MAX_BUFFER = 10_000_000
+# Schedules and budgets become step counts and positions on the device, int32 there; each profiled batch is
+# timed before training starts (beyond this the profile alone would take hours); each read in flight is a thread.
+INT32_MAX = 2**31 - 1
+MAX_PROFILE_BATCHES = 1000
+MAX_PARALLEL_READS = 1024
 MAX_BATCH = 65_536
 
 
@@ -88,25 +94,6 @@ class SearchDimension:
     low: float = setting(MISSING, "a real number", real())
     high: float = setting(MISSING, "a real number", real())
     scale: str = setting("linear", "one of " + ", ".join(SCALES), one_of(*SCALES))
-
-
-# Schedules and budgets become step counts and positions on the device, int32 there.
-INT32_MAX = 2**31 - 1
-# Each profiled batch is timed before training starts: beyond this the profile alone would take hours.
-MAX_PROFILE_BATCHES = 1000
-# Reads in flight, each a thread of the input pipeline.
-MAX_PARALLEL_READS = 1024
-
-
-def folder_name(v: Any) -> bool:
-    """One folder's name, never a path: a workload name places its runs under runs/<name>."""
-    return text(v) and re.fullmatch(r"[A-Za-z0-9_.-]+", v) is not None and v not in (".", "..")
-
-
-def has_port(address: str) -> bool:
-    """host:port at the end of an address, the port in 1-65535."""
-    port = address.rsplit(":", 1)[-1]
-    return port.isdigit() and 1 <= int(port) <= 65535
 
 
 @dataclass

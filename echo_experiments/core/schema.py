@@ -6,6 +6,7 @@ No TensorFlow or JAX here: the command line is checked before anything heavy loa
 """
 
 import math
+import re
 from dataclasses import field, fields, is_dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -79,6 +80,17 @@ def boolean(v: Any) -> bool:
 
 def text(v: Any) -> bool:
     return isinstance(v, str) and v != ""
+
+
+def folder_name(v: Any) -> bool:
+    """One folder's name, never a path (a workload name places its runs under runs/<name>)."""
+    return text(v) and re.fullmatch(r"[A-Za-z0-9_.-]+", v) is not None and v not in (".", "..")
+
+
+def has_port(address: str) -> bool:
+    """host:port at the end of an address, the port in 1-65535."""
+    port = address.rsplit(":", 1)[-1]
+    return port.isdigit() and 1 <= int(port) <= 65535
 
 
 def increasing(check: Check) -> Check:
