@@ -1,6 +1,6 @@
 # make run     : set up if needed, then the default run (real Fashion-MNIST, offline)
 # make test    : set up if needed, then the test suite
-# make test-fast : the unit layer alone (tests/unit, under a minute)
+# make test-fast : the unit layer alone (tests/unit, 1-2 minutes; tests/NOTES.md)
 # make lint   : ruff's checks of the code and its import order (pyproject.toml), as CI runs them
 # make setup   : Debian data packages, a virtual environment, the pinned install
 # make figures : every table, figure and report.md under results/ again, from the committed run directories, then
@@ -48,7 +48,7 @@ run: setup
 test: setup
 	$(PY) -m pytest -q -n 3 --dist worksteal $(ARGS)
 
-# The unit layer alone: one module each, no training run (under a minute).
+# The unit layer alone: one module each, no training run (1-2 minutes).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests/unit $(ARGS)
 
