@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.config import MAX_FACTOR
 from echo_experiments.core.record import RunRecord
 from echo_experiments.core.rundir import unwritable
 from echo_experiments.core.schema import ConfigError
@@ -57,8 +58,8 @@ def _factor(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (1 <= value <= 1000):
-        raise argparse.ArgumentTypeError(f"{text} is not an echo factor: a number from 1 to 1000")
+    if not (1 <= value <= MAX_FACTOR):
+        raise argparse.ArgumentTypeError(f"{text} is not an echo factor: a number from 1 to {MAX_FACTOR}")
     return value
 
 

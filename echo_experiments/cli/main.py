@@ -24,7 +24,7 @@ from echo_experiments.cli import worker_stops
 from echo_experiments.cli.compose import CONFIG_MODULE
 from echo_experiments.cli.exits import end_now, fail
 from echo_experiments.cli.plan import PLAN_VARIABLE, SweepPlan, job_key, plan, progress
-from echo_experiments.core.record import RunRecord
+from echo_experiments.core.record import RunRecord, Target
 from echo_experiments.core.rundir import SUMMARY, unwritable
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
@@ -54,8 +54,7 @@ def _first_line(cfg: DictConfig, out_dir: str) -> str:
     from echo_experiments.data.sources import known
 
     target, dataset = cfg.workload.target, cfg.workload.dataset
-    line = f"{cfg.workload.name} on {dataset}, to {target.metric} {'>=' if target.mode == 'max' else '<='} " \
-           f"{target.value:g}"
+    line = f"{cfg.workload.name} on {dataset}, to {Target(target.metric, float(target.value), target.mode).described()}"
     if not known(dataset):
         line += f" (the target of {cfg.workload.name}'s own data: set workload.target.value for {dataset})"
     return f"{line} -> {out_dir}"

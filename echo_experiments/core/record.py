@@ -87,6 +87,10 @@ class Target:
     def as_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "mode": self.mode}
 
+    def described(self) -> str:
+        """The target in words: ``accuracy >= 0.875``."""
+        return f"{self.metric} {'>=' if self.mode == 'max' else '<='} {self.value:g}"
+
 
 @dataclass(frozen=True)
 class RunRecord:

@@ -200,9 +200,8 @@ class TFRecordSource(FileSource):
         try:
             return tuple(tf.io.decode_image(record["image"], expand_animations=False).shape)
         except (tf.errors.OpError, ValueError) as e:
-            message = " ".join((getattr(e, "message", "") or str(e)).split())[:160]
             raise FileMissing(f"{self.name}: the image of the first record of {self.files[0]} is not PNG, JPEG, BMP "
-                              f"or GIF bytes ({message}): store images encoded") from None
+                              f"or GIF bytes ({_said(e, 160)}): store images encoded") from None
 
     def _first(self) -> dict:
         """The first record, parsed (FileMissing where the files hold none or it does not parse)."""
@@ -210,9 +209,8 @@ class TFRecordSource(FileSource):
             for record in tf.data.TFRecordDataset(self.files[:1]).take(1):
                 return tf.io.parse_single_example(record, self.features)
         except (tf.errors.OpError, ValueError) as e:
-            message = " ".join((getattr(e, "message", "") or str(e)).split())[:200]
             raise FileMissing(f"{self.name}: {self.files[0]} cannot be read as the tf.train.Example records "
-                              f"{self.folder / 'features.json'} describes ({message})") from None
+                              f"{self.folder / 'features.json'} describes ({_said(e, 200)})") from None
         raise FileMissing(f"{self.name}: {self.files[0]} holds no records")
 
     @property
@@ -238,6 +236,11 @@ class TFRecordSource(FileSource):
         files = tf.data.Dataset.from_tensor_slices(self.files).shuffle(len(self.files), seed=seed)
         return tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, self.features),
                                                   num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _said(error: Exception, limit: int) -> str:
+    """What a TensorFlow or Python error says, on one line, at most ``limit`` characters."""
+    return " ".join((getattr(error, "message", "") or str(error)).split())[:limit]
 
 
 SOURCES = {"npz": NpzSource, "images": ImageFolderSource, "tfrecord": TFRecordSource}

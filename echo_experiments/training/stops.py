@@ -80,8 +80,7 @@ class TargetReached:
         outcome.to_target = {"fresh_examples_to_target": ev.fresh, "steps_to_target": ev.step,
                              "examples_trained_to_target": ev.examples_trained,
                              "seconds_to_target": ev.seconds_to_target}
-        log.info("reached %s %s %s at step %d with %d fresh examples", self.target.metric,
-                 ">=" if self.target.mode == "max" else "<=", self.target.value, ev.step, ev.fresh)
+        log.info("reached %s at step %d with %d fresh examples", self.target.described(), ev.step, ev.fresh)
         return self.stop_at_target
 
 
