@@ -2,6 +2,7 @@ import os
 import signal
 from collections import Counter
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -92,3 +93,15 @@ def data_dir():
     directory = sources.data_dir(None)
     sources.load("fashion_mnist", "train", directory)  # prepares it from the Debian files if needed
     return directory
+
+
+@pytest.fixture(scope="module")
+def fashion():
+    """Real Fashion-MNIST images and labels, 384 of the training split and 128 of the test split."""
+    from echo_experiments.data import sources
+
+    def split(prefix, n):
+        images = sources.read_idx(sources.FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")[:n]
+        labels = sources.read_idx(sources.FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")[:n]
+        return images[..., None], labels.astype(np.int64)
+    return {"train": split("train", 384), "test": split("t10k", 128)}

@@ -13,18 +13,6 @@ from conftest import compose_config
 from echo_experiments.data import sources
 from echo_experiments.training.trainer import run
 
-TRAIN, TEST = 384, 128
-
-
-@pytest.fixture(scope="module")
-def fashion():
-    """Real Fashion-MNIST images and labels, a few of each split."""
-    def split(prefix, n):
-        images = sources.read_idx(sources.FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")[:n]
-        labels = sources.read_idx(sources.FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")[:n]
-        return images[..., None], labels.astype(np.int64)
-    return {"train": split("train", TRAIN), "test": split("t10k", TEST)}
-
 
 def as_npz(root: Path, data) -> str:
     root.mkdir()
@@ -182,9 +170,9 @@ def test_tfrecord_images_stored_as_raw_pixels_end_the_run_with_one_line_saying_s
         run(compose_config(f"workload.dataset=tfrecord:{root}", "trainer.max_steps=4", "trainer.profile_batches=0",
                            "trainer.progress=false", "trainer.tensorboard=false"), tmp_path / "run")
     assert str(error.value) == (
-        "the input pipeline cannot take an example (Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, "
-        "BMP, WebP required.): the data is not what the workload's stages expect (images stored as PNG, JPEG, "
-        "BMP or GIF bytes; what each hook receives: docs/your-model.md#what-each-hook-receives)")
+        f"the input pipeline cannot take an example of tfrecord:{root}: record 0 of {root}/train-00000.tfrecord is "
+        "not a PNG, JPEG, BMP or GIF image (Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP "
+        "required.): store images encoded")
     # Without image_shape the shape is read from the first record's image, which says so at once.
     (root / "features.json").write_text(json.dumps({"features": {"image": "string", "label": "int64"}}))
     with pytest.raises(sources.DataMissing, match=r"the image of the first record of \S+train-00000.tfrecord is not "

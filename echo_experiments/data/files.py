@@ -14,6 +14,8 @@ server, sharding and checkpointed iterator as the built-in data sets. Evaluation
 """
 
 import json
+import re
+import time
 import zipfile
 from pathlib import Path
 from typing import Optional
@@ -27,6 +29,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 MAX_CLASSES = 65_536
 # The channels an image can be stored with as PNG (grey, grey and alpha, RGB, RGBA).
 CHANNELS = (1, 2, 3, 4)
+# How long a split is searched for the example a pipeline stage refused (a user's data set may be large).
+FAULT_SEARCH_S = 60.0
 
 
 class FileMissing(RuntimeError):
@@ -97,6 +101,11 @@ class FileSource:
             return {**record, "image": image}
         return self.encoded(seed=0).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
 
+    def fault(self) -> Optional[str]:
+        """Which example of the split a pipeline stage cannot take, and why, naming its file (None: none found
+        within FAULT_SEARCH_S). Searched only once a stage has refused one, so a good data set costs nothing."""
+        return None
+
 
 class NpzSource(FileSource):
     def __init__(self, name: str, folder: Path, split: str):
@@ -161,6 +170,24 @@ class ImageFolderSource(FileSource):
     num_classes = property(lambda self: self._classes)
     image_shape = property(lambda self: self._shape)
     where = property(lambda self: self.folder / self.split)
+
+    def fault(self) -> Optional[str]:
+        from PIL import Image
+
+        deadline = time.monotonic() + FAULT_SEARCH_S
+        for path in self.files:
+            if time.monotonic() > deadline:
+                return None
+            try:
+                with Image.open(path) as image:
+                    image.load()
+                    size = image.size
+            except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a damaged or unknown file
+                return f"{path} is not a readable image ({type(e).__name__}: {_said(e, 120)}): replace or remove it"
+            if size != (self._shape[1], self._shape[0]):
+                return (f"{path} is {size[0]}x{size[1]} pixels and {self.files[0]} {self._shape[1]}x{self._shape[0]}: "
+                        "the images of a data set must have one size (resize them)")
+        return None
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices({"path": self.files, "label": self.labels})
@@ -234,13 +261,52 @@ class TFRecordSource(FileSource):
 
     def encoded(self, seed: int) -> tf.data.Dataset:
         files = tf.data.Dataset.from_tensor_slices(self.files).shuffle(len(self.files), seed=seed)
-        return tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, self.features),
-                                                  num_parallel_calls=tf.data.AUTOTUNE)
+        return tf.data.TFRecordDataset(files).map(self._parsed, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def _parsed(self, serialized: tf.Tensor) -> dict:
+        """A record's features; a label outside features.json's num_classes stops the pipeline (``fault`` then
+        says which record), where it would otherwise train as garbage or make the loss NaN."""
+        record = tf.io.parse_single_example(serialized, self.features)
+        if "label" in record and self._classes is not None:
+            in_range = tf.logical_and(record["label"] >= 0, record["label"] < self._classes)
+            with tf.control_dependencies([tf.debugging.Assert(in_range, [record["label"]])]):
+                record["label"] = tf.identity(record["label"])
+        return record
+
+    def fault(self) -> Optional[str]:
+        deadline = time.monotonic() + FAULT_SEARCH_S
+        for path in self.files:
+            for index, serialized in enumerate(tf.data.TFRecordDataset([path]).as_numpy_iterator()):
+                if time.monotonic() > deadline:
+                    return None
+                found = self._record_fault(tf.io.parse_single_example(serialized, self.features))
+                if found:
+                    return f"record {index} of {path} {found}"
+        return None
+
+    def _record_fault(self, record: dict) -> Optional[str]:
+        """What is wrong with one parsed record (None: nothing a stage of this package would refuse)."""
+        label = int(record["label"]) if "label" in record else 0
+        if self._classes is not None and not 0 <= label < self._classes:
+            return (f"has label {label}, and {self.folder / 'features.json'} gives num_classes {self._classes}: "
+                    f"labels are class indices from 0 to {self._classes - 1}")
+        if "image" not in record:
+            return None
+        try:
+            shape = tuple(tf.io.decode_image(record["image"], expand_animations=False).shape)
+        except (tf.errors.OpError, ValueError) as e:
+            return f"is not a PNG, JPEG, BMP or GIF image ({_said(e, 160)}): store images encoded"
+        if self._shape and shape[:2] != tuple(self._shape[:2]):
+            return (f"has an image of shape {shape}, and the data set's is {tuple(self._shape)}: the images of a "
+                    "data set must have one size (resize them)")
+        return None
 
 
 def _said(error: Exception, limit: int) -> str:
-    """What a TensorFlow or Python error says, on one line, at most ``limit`` characters."""
-    return " ".join((getattr(error, "message", "") or str(error)).split())[:limit]
+    """What a TensorFlow or Python error says, on one line, at most ``limit`` characters (without the name of
+    TensorFlow's function node and op, which say nothing to a user)."""
+    said = re.sub(r"\{\{[^}]*\}\}|\[Op:\w+\]( name:\S*)?", "", getattr(error, "message", "") or str(error))
+    return " ".join(said.split())[:limit]
 
 
 SOURCES = {"npz": NpzSource, "images": ImageFolderSource, "tfrecord": TFRecordSource}

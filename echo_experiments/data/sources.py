@@ -6,6 +6,7 @@ raises :class:`DataMissing` with the exact steps to get it.
 """
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -17,6 +18,8 @@ from filelock import FileLock, Timeout
 from google.protobuf import json_format
 
 from echo_experiments.core.rundir import unwritable
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.user_code import HOOKS_DOC
 from echo_experiments.data import files
 from echo_experiments.data.offline import (
     FASHION_MNIST_DIR,
@@ -97,6 +100,11 @@ class Source:
         """The split in its stored order, decoded: for evaluation."""
         return self._read(shuffle_files=False)
 
+    def fault(self) -> Optional[str]:
+        """Which example a pipeline stage cannot take (files.FileSource.fault): TFDS checks its data sets as it
+        prepares them, so there is nothing more to search here."""
+        return None
+
     def _read(self, **kwargs) -> tf.data.Dataset:
         splits = self.builder.info.splits
         if splits and self.split not in splits:
@@ -109,6 +117,27 @@ class Source:
             how = HOW_TO_GET[self.name.split("/")[0]]
             raise DataMissing(f"{self.name} is not prepared in {self.builder.data_dir_root}: "
                               + how.format(data_dir=self.builder.data_dir_root)) from None
+
+
+def cause(error: tf.errors.OpError) -> str:
+    """What a TensorFlow error says: TF wraps the cause in its op and iterator names; the Python error at the end
+    is what to show."""
+    causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", error.message or "")
+    if causes:
+        return causes[-1]
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", error.message or "")  # the function and node names
+    text = re.sub(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ", "", text)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def example_refused(source: Optional["Source"], error: tf.errors.InvalidArgumentError) -> ConfigError:
+    """The one line for a stage of the pipeline that cannot take an example of ``source``: which example and why
+    where a file source finds it, else what the stage said and what the stages expect. Rerunning cannot help."""
+    found = source.fault() if source is not None else None
+    return ConfigError("workload.dataset", None, "", (
+        f"the input pipeline cannot take an example of {source.name}: {found}" if found else
+        f"the input pipeline cannot take an example ({cause(error)}): the data is not what the workload's stages "
+        f"expect (images stored as PNG, JPEG, BMP or GIF bytes; what each hook receives: {HOOKS_DOC})"))
 
 
 def check_splits(train: "Source", evaluation: "Source") -> None:

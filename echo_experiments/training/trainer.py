@@ -201,7 +201,7 @@ class Trainer:
         if not (self.t.profile_batches and self.store is not None):
             return None
         at_start = self.rate(self.mesh.put_scalar(0))
-        waits = Batches(None, self.t.timeout_s, self.source)
+        waits = Batches(None, self.t.timeout_s, self.source, self.workload.train_source)
 
         def pull(fn):  # a signal ends the measurement at the next batch, not at its end
             self._started()
@@ -254,7 +254,8 @@ class Trainer:
             self.mesh.barrier("training", self.t.distributed_timeout_s)  # every process compiled: the first collective
             self._started()
             clocks = Clocks(clock_state)
-            self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source),
+            self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source,
+                                                          self.workload.train_source),
                                                   self.spec.pipeline, self.workload, loop.autopilot, self.replay)
             step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
         inputs.close()

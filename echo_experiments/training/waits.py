@@ -6,24 +6,13 @@ machine) does not count against the input, so a paused sweep resumes instead of 
 """
 
 import concurrent.futures
-import re
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from echo_experiments.core.schema import ConfigError
-from echo_experiments.core.user_code import HOOKS_DOC
-
-
-def _cause(error: tf.errors.OpError) -> str:
-    """TF wraps the cause in its op and iterator names; the Python error at the end is what to show."""
-    causes = re.findall(r"\b\w+(?:Error|Exception): [^\n]*", error.message or "")
-    if causes:
-        return causes[-1]
-    text = re.sub(r"\{\{[^}]*\}\}\s*", "", error.message or "")  # the function and node names
-    text = re.sub(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ", "", text)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+from echo_experiments.data import files
+from echo_experiments.data.sources import Source, cause, example_refused
 
 
 class InputLost(Exception):
@@ -45,7 +34,8 @@ def input_source(cfg: Any) -> str:
                 "python -m echo_experiments.service)")
     if cfg.storage.kind == "http":
         return f"the record server at {cfg.storage.url or 'the loopback record server'}"
-    return f"the input pipeline reading {cfg.data.dir or 'the TFDS data directory'}"
+    own = files.parse(cfg.workload.dataset)
+    return f"the input pipeline reading {own[1] if own else cfg.data.dir or 'the TFDS data directory'}"
 
 
 def result_within(future: concurrent.futures.Future, timeout_s: float, slice_s: float = 1.0,
@@ -73,8 +63,11 @@ class Batches:
     that stopped answering ends the run with one line (InputLost) instead of a silent wait. The wait runs on a
     helper thread, since a blocked tf.data call cannot be interrupted; the handoff costs microseconds a step."""
 
-    def __init__(self, iterator: Optional[Iterator[Any]], timeout_s: float, source: str):
-        self.iterator, self.timeout_s, self.source = iterator, timeout_s, source
+    def __init__(self, iterator: Optional[Iterator[Any]], timeout_s: float, source: str,
+                 data: Optional[Source] = None):
+        """``source``: what the input waits on, in words; ``data``: the split it reads, which names the example a
+        stage refuses."""
+        self.iterator, self.timeout_s, self.source, self.data = iterator, timeout_s, source, data
         self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="next_batch")
         self._stuck = False  # a call ran past the timeout: its thread may never return
 
@@ -98,12 +91,9 @@ class Batches:
         try:
             return result_within(future, self.timeout_s, between=between)
         except tf.errors.InvalidArgumentError as e:  # a stage that cannot take an example: rerunning cannot help
-            raise ConfigError("workload.dataset", None, "", (
-                f"the input pipeline cannot take an example ({_cause(e)}): the data is not what the workload's "
-                f"stages expect (images stored as PNG, JPEG, BMP or GIF bytes; what each hook receives: {HOOKS_DOC})"
-            )) from None
+            raise example_refused(self.data, e) from None
         except tf.errors.OpError as e:  # raised by a stage: a read that failed for good
-            raise InputLost(f"the input pipeline failed reading from {self.source}: {_cause(e)}") from None
+            raise InputLost(f"the input pipeline failed reading from {self.source}: {cause(e)}") from None
         except concurrent.futures.TimeoutError:
             self._stuck = True
             self._waiter.shutdown(wait=False)

@@ -139,6 +139,8 @@ class Workload(abc.ABC):
                 totals = self.eval_accumulate(totals, self._eval_step(params, model_state, batch), batch)
         except tf.errors.DataLossError as e:  # a damaged file of the held-out split (truncated, corrupted)
             raise sources.unreadable(self.cfg.dataset, self.data_dir, e, f"'s {self.cfg.eval_split} split") from None
+        except tf.errors.InvalidArgumentError as e:  # an example of it that a stage cannot take
+            raise sources.example_refused(self.eval_source, e) from None
         return self._checked(self.eval_metrics(totals))
 
     def _checked(self, metrics: Any) -> dict[str, float]:
