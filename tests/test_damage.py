@@ -112,6 +112,43 @@ def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tm
     assert metric_rows(cut) == metric_rows(tmp_path / "whole")
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A file system of 40 MiB at tmp_path/disk, filled but for what a test asks (a tmpfs: needs root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a small file system needs root")
+
+    def leave_free(kib: int) -> None:
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, bytes(1 << 16))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        os.truncate(disk / "filler", os.path.getsize(disk / "filler") - kib * 1024)
+    yield disk, leave_free
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def test_a_truly_full_disk_is_one_line_before_the_run_and_during_a_checkpoint(small_disk):
+    disk, leave_free = small_disk
+    args = [*LONG, f"hydra.run.dir={disk / 'run'}", "trainer.checkpoint_every_steps=10"]
+    leave_free(64)  # Hydra's own files would not fit: said before it writes them
+    one_line(subprocess.run(command(*args), capture_output=True, text=True, timeout=300), 2,
+             f"hydra.run.dir={disk / 'run'} cannot be used (1 MiB cannot be written in {disk}: No space left")
+    os.remove(disk / "filler")
+    leave_free(1500)  # the first checkpoint (about 1.2 MB) fits, the second does not
+    proc = subprocess.run(command(*args), capture_output=True, text=True, timeout=300)
+    one_line(proc, 3, f"no space left on the device of {disk / 'run'}: the run keeps its last complete checkpoint "
+                      "(the unfinished save is deleted); free space and run the same command to resume")
+    assert "No space left" not in proc.stderr  # Orbax's and absl's tracebacks of it are left out
+    assert sorted(p.name for p in (disk / "run" / "checkpoints").iterdir()) == ["10"]  # nothing partial left
+
+
 def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path, monkeypatch):
     """In this process; how the command line ends on such a stop is test_robustness's SIGTERM test."""
     signal_at_evaluation(monkeypatch, 3, signal.SIGHUP)

@@ -163,6 +163,9 @@ def _quoted(value: str) -> str:
 
 def main(argv: list[str]) -> None:
     """The command (see __main__.py): plan and validate every job, then run them."""
+    # A log file that can no longer be written (a full disk) must not print a traceback for every line logged:
+    # the error that follows says what happened in one.
+    logging.raiseExceptions = False
     try:
         current = plan(argv)
     except ConfigError as e:

@@ -60,9 +60,14 @@ class DiskFull(RuntimeError):
         return False
 
 
+# What a folder must take before a run starts in it: the config Hydra writes and the first records and logs.
+PROBE_BYTES = 2**20
+
+
 def unwritable(path: Path | str) -> Optional[str]:
     """Why a folder could not be made and written (None: it could): a name too long for its file system, or a
-    nearest existing folder in which nothing can be made (tried with a temporary folder, removed at once)."""
+    nearest existing folder in which nothing can be made, or not PROBE_BYTES written (tried in a temporary folder,
+    removed at once)."""
     path = Path(path).absolute()
     longest = max((len(part.encode()) for part in path.parts), default=0)
     if longest > 255:  # NAME_MAX of the common file systems; a longer name fails before any is asked
@@ -71,9 +76,16 @@ def unwritable(path: Path | str) -> Optional[str]:
     if not existing.is_dir():
         return f"{existing} is not a folder"
     try:
-        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".echo-check-"))
+        probe = tempfile.mkdtemp(dir=existing, prefix=".echo-check-")
     except OSError as e:
         return f"nothing can be made in {existing}: {e.strerror}"
+    try:  # a full disk still makes an empty folder: the files a run writes first are what must fit
+        with open(os.path.join(probe, "probe"), "wb") as f:
+            f.write(bytes(PROBE_BYTES))
+    except OSError as e:
+        return f"{PROBE_BYTES // 2**20} MiB cannot be written in {existing}: {e.strerror}"
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
     return None
 
 

@@ -92,6 +92,17 @@ def exist(directory: Path | str) -> bool:
 
 # What a checkpoint of a run holds, a folder each: the train state, the loop's counters, the input's state.
 ITEMS = ("state", "loop", "input")
+# The suffix of the folder Orbax writes a step into until it is complete (renamed to the step's number then).
+PARTIAL = ".orbax-checkpoint-tmp"
+
+
+class _DiskFullSaid(logging.Filter):
+    """Orbax's save threads log a full disk at ERROR with their whole traceback (absl's logger), before the
+    trainer's own one line says it and what to do: those records are left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return "No space left on device" not in f"{record.getMessage()} {error or ''}"
 
 
 def _denied(error: BaseException) -> bool:
@@ -111,6 +122,9 @@ class Checkpoints:
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
             item_handlers=dict(zip(ITEMS, (ocp.StandardCheckpointHandler(), ocp.JsonCheckpointHandler(),
                                            InputHandler()))))
+        absl = logging.getLogger("absl")
+        if not any(isinstance(f, _DiskFullSaid) for f in absl.filters):
+            absl.addFilter(_DiskFullSaid())
 
     def latest(self) -> Optional[int]:
         """The newest complete checkpoint's step, or None."""
@@ -132,6 +146,14 @@ class Checkpoints:
             self.manager.delete(step)
         else:
             shutil.rmtree(self.directory / str(step), ignore_errors=True)
+
+    def discard_partial(self) -> list[Path]:
+        """Delete the folders of saves this process began and never completed (a full disk stopped them): they
+        cannot be resumed from and hold the space a next save needs. The folders deleted."""
+        partial = [p for p in self.directory.glob(f"*{PARTIAL}*") if p.name.split(".")[0].isdigit() and p.is_dir()]
+        for folder in partial:
+            shutil.rmtree(folder, ignore_errors=True)
+        return partial
 
     def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any]) -> None:
         """Save; returns once the input's state is written and the train state copied off the device."""

@@ -109,9 +109,10 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     except Exception as e:
         stop_if_signalled_at_startup()  # the start-up stop, turned into another error on its way
         if DiskFull.caused(e):  # nothing more can be written: the last complete checkpoint is what there is
-            raise DiskFull(f"no space left on the device of {run_dir.path} ({str(e).strip().splitlines()[0][:120]}): "
-                           "the run keeps its last complete checkpoint; free space and run the same command to "
-                           "resume") from None
+            partial = checkpoints.discard_partial() if checkpoints else []
+            raise DiskFull(f"no space left on the device of {run_dir.path}: the run keeps its last complete "
+                           f"checkpoint{' (the unfinished save is deleted)' if partial else ''}; free space and run "
+                           "the same command to resume") from None
         if writer:
             run_dir.write_summary(_failed(head, e))
         if mesh.host.count > 1 and isinstance(e, jax.errors.JaxRuntimeError):
