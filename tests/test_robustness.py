@@ -57,6 +57,28 @@ def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
     assert (tmp_path / "checkpoints").is_dir()
 
 
+def test_a_second_ctrl_c_during_a_checkpoint_save_ends_at_once_with_one_line_and_the_rerun_resumes(tmp_path):
+    """The first SIGINT stops the loop at its next step, which saves a checkpoint; the second lands in that save
+    (Orbax's threads and locks), where raising KeyboardInterrupt printed their tracebacks as the process ended.
+    The save it cut short is not a checkpoint: the rerun goes on from the last complete one, or starts over."""
+    command = [sys.executable, "-m", "echo_experiments", *LONG, "trainer.max_fresh_examples=2048",
+               f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (tmp_path / "metrics.jsonl").exists():  # training has begun
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in err, err[-3000:]
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1, err[-3000:]
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)  # from the last complete checkpoint
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [row["step"] for row in metric_rows(tmp_path)] == [32, 64]  # each evaluation once, none lost
+
+
 def test_the_same_command_line_again_resumes_an_interrupted_run_and_ends_as_if_uninterrupted(tmp_path):
     """No hydra.run.dir: the run's directory is named by its overrides (runs/<workload>/<overrides>), so the
     command a user typed, typed again after a Ctrl-C, finds the run it interrupted and says it resumes it."""

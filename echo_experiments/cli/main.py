@@ -122,8 +122,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         try:
             record = _run(cfg, out_dir)
         except Interrupted as e:  # the shell's convention for a signal: 128 + its number
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(128 + e.signum)
+            end_now(str(e), 128 + e.signum)  # its checkpoint is committed; a signal after it adds no second line
         except StartupInterrupted as e:
             end_now(str(e), 128 + e.signum)
     log.info("%s", _last_line(record, out_dir))

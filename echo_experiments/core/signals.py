@@ -44,8 +44,12 @@ class Signals:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+        if self.received is not None and signum == signal.SIGINT:  # a second Ctrl-C: at once, where it lands
+            # Raised, it would land anywhere (a lock of Orbax's save threads) and print their tracebacks as the
+            # interpreter shuts down; what the run keeps is already on disk (a checkpoint is complete or ignored).
+            os.write(2, b"error: stopped at once by a second SIGINT: the run directory keeps its metrics and its last "
+                        b"complete checkpoint; run the same command to resume\n")
+            os._exit(128 + signum)
         self.received = self.received or signum  # the first names the stop (a sweep's SIGTERM may follow a Ctrl-C)
 
     def __exit__(self, *exc: Any) -> None:
