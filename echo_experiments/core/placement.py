@@ -44,6 +44,12 @@ AUTO = "auto"
 ECHO_SHUFFLE_BATCHES = 10
 
 
+def echo_shuffle_size(factor: float, batch_size: int) -> int:
+    """The default shuffle after example echoing, in examples: ten batches of copies (EchoSpec.shuffle_size says
+    why), for the tf.data stage and the Grain one alike."""
+    return ECHO_SHUFFLE_BATCHES * math.ceil(factor) * int(batch_size)
+
+
 @dataclass(frozen=True)
 class EchoSpec:
     """An echo stage as configured: ``placement``, ``factor`` and ``shuffle_buffer`` (None: the default rule).
@@ -99,7 +105,7 @@ class EchoSpec:
             return self.shuffle_buffer
         if stage.echoes_batches:
             return 0
-        return ECHO_SHUFFLE_BATCHES * math.ceil(self.factor) * int(batch_size)
+        return echo_shuffle_size(self.factor, batch_size)
 
 
 NO_ECHO = EchoSpec()
