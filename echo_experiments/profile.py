@@ -1,10 +1,20 @@
 """``python -m echo_experiments.profile [overrides]``: where a config's time goes, and the echo factor that
 would reclaim it. A short normal run (200 steps unless told otherwise) measures the timing facts
-(timing.py) and prints them with the recommendation."""
+(timing.py) and prints them with the recommendation.
+
+For any other loader (a Grain or tf.data pipeline of your own, a PyTorch DataLoader, a generator) and any step
+function, :func:`measure_loader` measures the same facts in your process and prints the same lines::
+
+    from echo_experiments.profile import measure_loader
+    timing, idle = measure_loader(iter(loader), lambda batch: train_step(state, batch)[1])
+"""
 
 import sys
 import tempfile
-from typing import Optional
+import time
+from typing import Any, Callable, Iterator, Optional
+
+import jax
 
 from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.exits import fail, one_line_on_signal
@@ -12,7 +22,7 @@ from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
 from echo_experiments.report.verdicts.autopilot_checks import input_bound_verdicts
-from echo_experiments.training.timing import Timing
+from echo_experiments.training.timing import OtherWork, Timing, report_lines, seconds_per_call, upstream_s_per_batch
 from echo_experiments.training.trainer import run
 
 
@@ -38,17 +48,32 @@ def main(argv: Optional[list[str]] = None) -> int:
         except (ConfigError, DataMissing) as e:
             fail(str(e))
     timing = Timing(summary.upstream_s_per_batch, summary.downstream_s_per_step)
-    print(f"upstream    {timing.upstream_s_per_batch:.4f} s per batch (input pipeline alone, no echoing)")
-    print(f"downstream  {timing.downstream_s_per_step:.4f} s per step (train step on a cached batch)")
-    print(f"R           {timing.ratio:.2f}")
-    print(f"idle        {summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training "
-          f"time was not spent in train steps (after {summary.startup_s:.1f} s to the first batch)")
-    e = timing.recommended_echo_factor()
-    print(f"recommended echo factor: {e:g} (the largest e <= R)")
-    print(f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
-          "example were worth a fresh one (python -m echo_experiments.compare measures it)")
+    idle = (f"{summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training time was not spent in "
+            f"train steps (after {summary.startup_s:.1f} s to the first batch)")
+    print("\n".join(report_lines(timing, idle)))
     print(timing.advice(summary.other_cores, autopilot=input_bound_verdicts()))
     return 0
+
+
+def measure_loader(batches: Iterator[Any], step: Callable[[Any], Any], n: int = 20,
+                   show: Optional[Callable[[str], Any]] = print) -> tuple[Timing, float]:
+    """How input-bound a loader and a step are, as the profiler measures its own stream: upstream seconds per batch
+    of ``batches`` alone (after 2 batches, over at least ``n`` and 2 s), seconds per ``step(batch)`` on one cached
+    batch (a JAX result waited for; the step must not change what later calls compute, or pass a closure that
+    keeps its state), and the idle share of ``n`` steps fed by the loader. Returns (Timing, idle share); ``show``
+    gets the profiler's lines and its advice (None: nothing shown)."""
+    up = upstream_s_per_batch(batches, n)
+    batch = next(batches)
+    timing = Timing(up, seconds_per_call(lambda: step(batch), n))
+    others, began = OtherWork(), time.perf_counter()
+    for _ in range(n):
+        out = step(next(batches))
+    jax.block_until_ready(out)
+    idle = timing.idle_fraction(n, time.perf_counter() - began)
+    if show:
+        show("\n".join(report_lines(timing, f"{idle:.2f} of {n} steps fed by the loader was spent waiting for it")))
+        show(timing.advice(others.seconds() / max(time.perf_counter() - began, 1e-9)))
+    return timing, idle
 
 
 if __name__ == "__main__":

@@ -114,21 +114,43 @@ def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_se
     return (time.perf_counter() - began) / count
 
 
-def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup: int = 2, blocks: int = 5) -> float:
-    """Seconds per train step on one cached batch: the median over ``blocks`` blocks of ``n`` steps (step
-    times on a shared CPU vary by 10-20% from block to block). The step donates its state: a copy is used."""
-    state = jax.tree.map(lambda x: x.copy(), state)
+def seconds_per_call(call: Callable[[], Any], n: int, warmup: int = 2, blocks: int = 5) -> float:
+    """Seconds per ``call()``, waited for (JAX's asynchronous results included): the median over ``blocks``
+    blocks of ``n`` calls (step times on a shared CPU vary by 10-20% from block to block)."""
     for _ in range(warmup):
-        state, loss = step(state, batch)
-    jax.block_until_ready(loss)
+        jax.block_until_ready(call())
     times = []
     for _ in range(blocks):
         began = time.perf_counter()
-        for _ in range(n):
-            state, loss = step(state, batch)
-        jax.block_until_ready(loss)
+        for _ in range(n - 1):
+            call()
+        jax.block_until_ready(call())
         times.append((time.perf_counter() - began) / n)
     return float(np.median(times))
+
+
+def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup: int = 2, blocks: int = 5) -> float:
+    """Seconds per train step on one cached batch (seconds_per_call). The step donates its state: a copy is used,
+    and each step takes the state the last one returned."""
+    held = [jax.tree.map(lambda x: x.copy(), state)]
+
+    def one_step():
+        held[0], loss = step(held[0], batch)
+        return loss
+    return seconds_per_call(one_step, n, warmup, blocks)
+
+
+def report_lines(timing: Timing, idle: str) -> list[str]:
+    """What the profiler prints for a stream and a step: the two rates, R, the idle share (``idle``, in words),
+    the recommended factor and the speedup the paper's model predicts at it."""
+    e = timing.recommended_echo_factor()
+    return [f"upstream    {timing.upstream_s_per_batch:.4f} s per batch (input pipeline alone, no echoing)",
+            f"downstream  {timing.downstream_s_per_step:.4f} s per step (train step on a cached batch)",
+            f"R           {timing.ratio:.2f}",
+            f"idle        {idle}",
+            f"recommended echo factor: {e:g} (the largest e <= R)",
+            f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
+            "example were worth a fresh one (python -m echo_experiments.compare measures it)"]
 
 
 def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: Callable, state: Any,
