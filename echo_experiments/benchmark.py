@@ -7,7 +7,9 @@ and what does the runner's train loop cost? Medians over repeats, every variant 
    the echo point repeat their work). Efficiency = delivered items/s / (e x plain items/s).
 2. The echo stage alone: its own seconds per delivered item, on examples or batches already in memory
    (nothing upstream to hide behind), against the plain local pipeline's seconds per delivered item.
-3. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
+3. The Grain echo stage (echo_experiments.grain) alone, the same way, against a Grain pipeline that reads and
+   decodes the same stored records without it.
+4. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
    loss bookkeeping), and of the same loop with the autopilot deciding at every step, against a bare loop of
    the same compiled step, all over the same cached batches.
 """
@@ -185,6 +187,52 @@ def at_least(low: int):
     return parse
 
 
+def _grain_seconds(ds, items: int, per_element: int) -> float:
+    """Seconds to pull ``items`` items through a Grain dataset's iterator (after 64 warm elements)."""
+    iterator = iter(ds)
+    for _ in range(64):
+        next(iterator)
+    began = time.perf_counter()
+    for _ in range(round(items / per_element)):
+        next(iterator)
+    return time.perf_counter() - began
+
+
+def grain_table(cfg, workload, repeats: int, items: int = 16_384) -> pd.DataFrame:
+    """The Grain echo stage's own cost per delivered item (echo_experiments.grain): delivering ``items`` decoded
+    examples from memory through the stage, less delivering the items / e fresh ones it copies without it, over
+    ``items`` (Grain's own cost per element upstream is far above the stage's, so taking ``items`` fresh ones off
+    would hide the stage's cost); against the same Grain pipeline without echoing that reads the stored PNG records
+    and decodes them (PIL), batched."""
+    import io
+
+    import grain
+    from PIL import Image
+
+    from echo_experiments import grain as grain_echo
+
+    stored = [{"image": r["image"], "label": r["label"]}
+              for r in workload.train_source.encoded(cfg.seed).take(2048).as_numpy_iterator()]
+    decoded = [{**r, "image": np.asarray(Image.open(io.BytesIO(r["image"])))} for r in stored]
+    batch = cfg.workload.batch_size
+    reading = grain_echo.with_read_ids(grain.MapDataset.source(stored).repeat().map(
+        lambda r: {**r, "image": np.asarray(Image.open(io.BytesIO(r["image"])))})).to_iter_dataset().batch(batch)
+    pipeline_s = float(np.median([_grain_seconds(reading, items, batch) / items for _ in range(repeats)]))
+    memory = grain_echo.with_read_ids(grain.MapDataset.source(decoded).repeat())
+    streams = {"examples": (memory, 1), "batches": (memory.batch(batch), batch)}
+    rows = []
+    for name, (source, per_element) in streams.items():
+        for factor in (1.5, 2.0, 4.0):
+            echoed = grain_echo.echo(source, factor, seed=cfg.seed)
+            plain = source.to_iter_dataset()
+            costs = [(_grain_seconds(echoed, items, per_element) - _grain_seconds(plain, items / factor, per_element))
+                     / items for _ in range(repeats)]
+            cost = float(np.median(costs))
+            rows.append({"echoed": name, "echo_factor": factor, "echo_us_per_item": 1e6 * cost,
+                         "plain_grain_pipeline_us_per_item": 1e6 * pipeline_s, "share": cost / pipeline_s})
+    return pd.DataFrame(rows)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,11 +255,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
         stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
         runner = runner_table(cfg, workload, args.repeats, args.steps)
+        on_grain = grain_table(cfg, workload, args.repeats)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
     cpu = machine.describe()
     text = (f"Measured with `{command}` ({args.repeats} repeats, medians), on {cpu['cpu']}, {cpu['cores']} cores.\n\n"
             "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +
             "\n## The echo stage alone: its cost per delivered item\n\n" + table(stage) +
+            "\n## The Grain echo stage alone: its cost per delivered item\n\n" + table(on_grain) +
             "\n## Train loop: steps/s on the same cached batches\n\n" + table(runner))
     print(text)
     if args.out:
