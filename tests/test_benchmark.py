@@ -21,5 +21,7 @@ def test_benchmark_writes_its_three_tables(tmp_path):
     assert "## The echo stage alone: its cost per delivered item" in text
     assert text.count("| examples | echo stage |") == text.count("| examples | flat_map idiom |") == 2
     assert text.count("| batches | echo stage |") == 2 and "| batches | flat_map idiom |" not in text
+    assert "## The Grain echo stage alone: its cost per delivered item" in text
+    assert text.count("| examples | ") == 7 and text.count("| batches | ") == 5  # tf.data's 4 and 2, Grain's 3 each
     assert "| bare jitted loop |" in text and "| trainer (fit) |" in text
     assert "| trainer (fit), echo.factor=auto after batching |" in text
