@@ -211,12 +211,14 @@ def grain_table(cfg, workload, repeats: int, items: int = 16_384) -> pd.DataFram
 
     from echo_experiments import grain as grain_echo
 
+    def decode(record: dict) -> dict:
+        return {**record, "image": np.asarray(Image.open(io.BytesIO(record["image"])))}
     stored = [{"image": r["image"], "label": r["label"]}
               for r in workload.train_source.encoded(cfg.seed).take(2048).as_numpy_iterator()]
-    decoded = [{**r, "image": np.asarray(Image.open(io.BytesIO(r["image"])))} for r in stored]
+    decoded = [decode(r) for r in stored]
     batch = cfg.workload.batch_size
-    reading = grain_echo.with_read_ids(grain.MapDataset.source(stored).repeat().map(
-        lambda r: {**r, "image": np.asarray(Image.open(io.BytesIO(r["image"])))})).to_iter_dataset().batch(batch)
+    reading = grain_echo.with_read_ids(grain.MapDataset.source(stored).repeat().map(decode)).to_iter_dataset() \
+        .batch(batch)
     pipeline_s = float(np.median([_grain_seconds(reading, items, batch) / items for _ in range(repeats)]))
     memory = grain_echo.with_read_ids(grain.MapDataset.source(decoded).repeat())
     streams = {"examples": (memory, 1), "batches": (memory.batch(batch), batch)}

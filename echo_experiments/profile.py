@@ -69,10 +69,11 @@ def measure_loader(batches: Iterator[Any], step: Callable[[Any], Any], n: int = 
     for _ in range(n):
         out = step(next(batches))
     jax.block_until_ready(out)
-    idle = timing.idle_fraction(n, time.perf_counter() - began)
+    elapsed = time.perf_counter() - began
+    idle = timing.idle_fraction(n, elapsed)
     if show:
         show("\n".join(report_lines(timing, f"{idle:.2f} of {n} steps fed by the loader was spent waiting for it")))
-        show(timing.advice(others.seconds() / max(time.perf_counter() - began, 1e-9)))
+        show(timing.advice(others.seconds() / max(elapsed, 1e-9)))
     return timing, idle
 
 
