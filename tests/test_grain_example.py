@@ -1,0 +1,49 @@
+"""examples/grain_fashion.py, the Grain example: it learns Fashion-MNIST with echoing, counts fresh examples
+exactly, and a run stopped as if killed resumes from its checkpoint exactly as if it had not stopped."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import grain_fashion  # noqa: E402
+
+from echo_experiments.grain import window_size  # noqa: E402
+
+FACTOR, BATCH = 1.5, 128
+
+
+def arguments(out: Path, *extra: str):
+    return grain_fashion.parse(["--out", str(out), "--factor", str(FACTOR), "--fresh-examples", "6400",
+                                "--eval-every", "1600", "--checkpoint-every", "20", *extra])
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole")
+    grain_fashion.train(arguments(out))
+    return out
+
+
+def test_the_example_learns_with_echoing_and_counts_fresh_examples(whole):
+    evaluations = rows(whole)
+    assert [r["fresh_examples"] >= f for r, f in zip(evaluations, (1600, 3200, 4800, 6400))] == [True] * 4
+    last = evaluations[-1]
+    assert 6400 <= last["fresh_examples"] < 6400 + BATCH  # it stops at the first step past the budget
+    # Every copy is delivered, apart from those still in the window shuffle when training stops.
+    assert abs(last["examples"] - FACTOR * last["fresh_examples"]) <= window_size(FACTOR, BATCH)
+    assert last["accuracy"] > 0.7  # 10 classes: chance is 0.1
+
+
+def test_a_run_stopped_without_saving_resumes_exactly(whole, tmp_path):
+    with pytest.raises(SystemExit, match="stopped at step 50"):
+        grain_fashion.train(arguments(tmp_path, "--stop-at-step", "50"))  # its newest checkpoint: step 40
+    assert (tmp_path / "checkpoints" / "40").is_dir() and len(rows(tmp_path)) == 2  # 1,600 and 3,200 at step 36
+    grain_fashion.train(arguments(tmp_path))
+    assert rows(tmp_path) == rows(whole)  # every evaluation's accuracy and training loss, to the last bit
