@@ -1,15 +1,24 @@
 """The profiler's arithmetic and command."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
+import jax
 import pytest
-from conftest import FAST
+from conftest import FAST, compose_config
 
+from echo_experiments.core.specs import RunSpec
+from echo_experiments.data import stream
+from echo_experiments.data.storage import Store
+from echo_experiments.profile import measure_loader
+from echo_experiments.training import optim
+from echo_experiments.training.step import initial_state, make_train_step
 from echo_experiments.training.timing import OtherWork, Timing
+from echo_experiments.workloads import make
 
 
 def test_ratio_and_recommended_factor():
@@ -48,6 +57,28 @@ def test_profile_command_prints_the_timing_facts():
     for label in ("upstream ", "downstream ", "R ", "idle ", "recommended echo factor: ", "predicted   speedup"):
         assert label in out
     assert "40-step run" in out and "advice: " in out
+
+
+def test_measure_loader_and_the_profiler_give_the_same_R_for_the_built_in_stream(data_dir):
+    """Two measurements of one stream and step: the profiler's, in its own run, and measure_loader's, on the stream
+    and step built here as the trainer builds them. A slow store (each read waits 4 ms) sets the upstream time."""
+    overrides = [*FAST, "storage=emulated", "storage.latency_ms=4", "trainer.profile_batches=20",
+                 "trainer.max_steps=30", "workload.shuffle_buffer=256"]
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments.profile", *overrides],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    profiled = float(re.search(r"^R +([0-9.]+)$", proc.stdout, re.M).group(1))
+    cfg = compose_config(*overrides)
+    workload, spec = make(cfg.workload, data_dir), RunSpec.from_config(cfg)
+    tx, rate = optim.optimizer(spec.optimizer), jax.numpy.float32(0.01)
+    state, step = initial_state(workload, tx, cfg.seed, None), jax.jit(make_train_step(workload, tx))
+    with Store(cfg.storage, workload.train_source) as store:
+        batches = stream.build(workload, spec.pipeline.without_echo(), store=store).as_numpy_iterator()
+        timing, _ = measure_loader(batches, lambda batch: step(state, {k: v for k, v in batch.items()
+                                                                      if k != "read_id"}, rate)[1], show=None)
+    # Loose enough for a loaded machine (the suite runs three workers on two cores), tight enough to catch a
+    # profiler and a function that measure different things (a factor of the batch size, or echoed batches).
+    assert 0.5 < timing.ratio / profiled < 2, (timing, profiled)
 
 
 def test_a_signal_while_profiling_is_one_line(tmp_path):
