@@ -96,6 +96,8 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     # wall_clock_cpu's timed study-best trials stand in for an autopilot sweep: e=5 as the candidate.
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / WALL / "runs", results / WALL / "runs")
+    for summary in (results / WALL / "runs").rglob("summary.json"):  # runs made before the CPU was recorded
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "machine": {"cpu": "CPU X"}}))
     e = lambda factor: claims.Condition("before_augmentation", factor)  # noqa: E731
     references = (e(2.0), e(3.0), e(4.0))
     checks = [autopilot_checks.Check("A", "", WALL, "within", 1.1, e(5.0), references),
@@ -103,13 +105,14 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
               autopilot_checks.Check("C", "", WALL, "echoes", 1.1, claims.BASELINE),
               autopilot_checks.Check("D", "", WALL, "echoes", 1.1, e(2.0)),
               autopilot_checks.Check("E", "", "autopilot_cpu/fashion_mnist", "within", 1.1)]
-    rows = autopilot_checks.measure(results, checks).set_index("check")
-    # Per study, e=5's best trial's seconds over e=4's (the reference it is hardest to beat: the highest median
-    # ratio); the median of the 3 ratios, each of one study's runs.
+    rows = autopilot_checks.measure(results, checks, bands={"CPU X": 1.0}).set_index("check")
+    # Per study, e=5's best trial's seconds over e=4's, the reference it is hardest to beat (the highest median
+    # ratio) on the other two studies, in each study (e=4: 0.95, 0.94 and 0.77 there); the median of the 3
+    # ratios (0.764, 0.786, 1.117), each of one study's runs.
     assert rows.loc["A", "reference"] == "before_augmentation e=4" and rows.loc["A", "n_studies"] == 3
     assert round(rows.loc["A", "effect"], 3) == 0.786 and rows.loc["A", "verdict"] == "met"
     assert rows.loc["A", "range_min"] < rows.loc["A", "effect"] < rows.loc["A", "range_max"]
-    assert rows.loc["A", "reason"].endswith("2 of 3 studies are within it")
+    assert rows.loc["A", "reason"].endswith("(before_augmentation e=4); 2 of 3 studies within 1.1")
     assert rows.loc["B", "verdict"] == "not met"
     assert (rows.loc["C", "verdict"], rows.loc["D", "verdict"]) == ("met", "not met")
     assert rows.loc["E", "verdict"] == "not measured"
@@ -126,8 +129,52 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     timed = sorted((results / WALL / "runs" / "timed").glob("*echo.factor=5*tuning.study=0*"))
     record = json.loads((timed[0] / "summary.json").read_text())
     (timed[0] / "summary.json").write_text(json.dumps({**record, "seconds_to_target": 3 * record["seconds_to_target"]}))
-    again = autopilot_checks.measure(results, checks[:1]).iloc[0]
+    again = autopilot_checks.measure(results, checks[:1], bands={"CPU X": 1.0}).iloc[0]
     assert again["verdict"] == "not met" and again["effect"] > 1.1
+    # Within the timing band of its CPU model a median decides nothing, and without a band nothing is decided.
+    banded = autopilot_checks.measure(results, checks[:1], bands={"CPU X": 1.5}).iloc[0]
+    assert (banded["verdict"], banded["band"]) == ("inconclusive", 1.5) and 1.1 / 1.5 < banded["effect"] < 1.65
+    assert "the median is within 0.73-1.65, 1.1 x/ the timing band 1.500" in banded["reason"]
+    none = autopilot_checks.measure(results, checks[:1]).iloc[0]  # these runs hold no training timed twice
+    assert none["verdict"] == "inconclusive" and none["reason"].startswith("no timing band: no training was timed "
+                                                                          "twice alone on this CPU model (CPU X)")
+
+
+def test_the_timing_band_is_the_widest_ratio_of_one_training_timed_twice_on_one_cpu_model():
+    # On local storage the autopilot made no copy: its runs and the baseline's of the same draw trained alike.
+    local, slow = (pd.read_csv(ROOT / "results" / f / "trials.csv") for f in
+                   ("autopilot_cpu-local/fashion_mnist", "autopilot_cpu/fashion_mnist"))
+    reached = local[local["status"] == "reached_target"]
+    pairs = reached.groupby(["study", "trial"])["seconds_to_target"].agg(["min", "max", "size"])
+    assert (pairs["size"] == 2).all() and len(pairs) == 5
+    widest = (pairs["max"] / pairs["min"]).max()  # study 1, trial 2: 100.06 s and 92.03 s
+    cpu = local["cpu"].iloc[0]
+    assert autopilot_checks.timing_bands([local]) == {cpu: pytest.approx(widest)}
+    assert round(widest, 3) == 1.087
+    # The slow store's runs of the same draws trained alike too, but on another store: never paired across folders.
+    assert autopilot_checks.timing_bands([local, slow]) == {cpu: pytest.approx(widest)}
+    unlike = local.assign(best_metric=local["best_metric"] + np.where(local["echo_factor"] == 8, 1e-4, 0))  # auto
+    assert autopilot_checks.timing_bands([unlike]) == {}
+    shared = local.assign(other_cores=1.0)  # timings only where a run had the machine to itself
+    assert autopilot_checks.timing_bands([shared]) == {}
+
+
+def test_each_studys_reference_is_chosen_on_the_other_studies():
+    # Chosen on every study, "b" (median 1.2 against a's 1.0) is every study's reference, and the median ratio 1.2.
+    # Chosen on the others: s0 sees a at 1.2 and b at 1.15, so a; s1 sees a 1.0, b 1.35; s2 sees a 1.2, b 1.3.
+    a = pd.Series({"s0": 1.0, "s1": 1.4, "s2": 1.0})
+    b = pd.Series({"s0": 1.5, "s1": 1.1, "s2": 1.2})
+    ratios, chosen = autopilot_checks.cross_fitted({"a": a, "b": b})
+    assert chosen == ["a", "b", "b"] and ratios.to_dict() == {"s0": 1.0, "s1": 1.1, "s2": 1.2}
+    alone, chosen = autopilot_checks.cross_fitted({"a": a[["s0"]], "b": b[["s0"]]})
+    assert chosen == ["b"] and alone.to_dict() == {"s0": 1.5}  # one study: chosen on itself
+
+
+def test_the_committed_checks_read_as_their_written_rules_decide():
+    rows = autopilot_checks.measure(ROOT / "results").set_index("check")
+    assert rows["verdict"].to_dict() == {"A1": "inconclusive", "A2": "inconclusive", "A3": "met",
+                                         "A4": "inconclusive"}
+    assert round(rows.loc["A1", "band"], 3) == 1.087 and round(rows.loc["A1", "effect"], 3) == 1.082
 
 
 def test_the_autopilot_is_held_against_no_echoing_too_when_that_was_fastest(tmp_path):

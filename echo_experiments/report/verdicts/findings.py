@@ -6,7 +6,7 @@ import textwrap
 
 import pandas as pd
 
-from echo_experiments.report.verdicts.autopilot_checks import MET
+from echo_experiments.report.verdicts.autopilot_checks import INCONCLUSIVE, MET, NOT_MEASURED, NOT_MET
 from echo_experiments.report.verdicts.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED
 
 BEGIN = "<!-- findings:begin (made by make figures from results/claims.csv and results/autopilot.csv) -->"
@@ -33,8 +33,9 @@ def findings(claims: pd.DataFrame, checks: pd.DataFrame) -> str:
         for m in rows[[bool(paper.get(c)) for c in rows["comparison"]]].itertuples():
             text += f"; against the paper's {paper[m.comparison]:g}x: {m.verdict}"
         text += "."
-    met = checks[checks["verdict"] == MET]["check"].tolist()
-    missed = checks[checks["verdict"] != MET]["check"].tolist()
-    text += f" The autopilot (`echo.factor=auto`) met {len(met)} of its {len(checks)} checks"
-    text += f" ({', '.join(met)}; not {', '.join(missed)})." if met and missed else "."
+    named = [f"{v}: {', '.join(checks.loc[checks['verdict'] == v, 'check'])}"
+             for v in (MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED) if (checks["verdict"] == v).any()]
+    met = int((checks["verdict"] == MET).sum())
+    text += f" The autopilot (`echo.factor=auto`) met {met} of its {len(checks)} checks"
+    text += f" ({'; '.join(named)})." if named else "."
     return textwrap.fill(text, WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"

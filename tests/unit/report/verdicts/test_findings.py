@@ -16,10 +16,12 @@ def test_the_line_counts_the_verdicts_names_the_largest_factors_speedup_and_the_
         {"claim": "C3", "workload": "w", "comparison": "before_augmentation e=5 vs baseline, reaching 3.25x",
          "short": "e=5 vs the paper's 3.25x", "verdict": "not reproduced", "effect": 1.704, "ci_low": 1.11,
          "ci_high": 2.33}])
-    checks = pd.DataFrame({"check": ["A1", "A2", "A3"], "verdict": ["met", "not met", "not measured"]})
+    checks = pd.DataFrame({"check": ["A1", "A2", "A3", "A4"],
+                           "verdict": ["met", "inconclusive", "not measured", "inconclusive"]})
     line = " ".join(findings(claims, checks).split())
     assert "measured as 4 comparisons" in line and "**2 reproduced, 1 inconclusive, 1 not reproduced**" in line
     assert ("The wall-clock speedup at e=5 on `w` is 1.70x [1.11, 2.33] (reproduced); against the paper's 3.25x: not "
             "reproduced.") in line
-    assert line.endswith("met 1 of its 3 checks (A1; not A2, A3).")
+    # Each verdict named as it is: an inconclusive check is not one the autopilot failed.
+    assert line.endswith("met 1 of its 4 checks (met: A1; inconclusive: A2, A4; not measured: A3).")
     assert max(len(row) for row in findings(claims, checks).splitlines()) <= 116
