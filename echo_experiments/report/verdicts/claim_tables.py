@@ -18,10 +18,10 @@ from echo_experiments.report.verdicts.claims import CLAIMS, INCONCLUSIVE, REPROD
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
 SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmentation": "after aug.",
          "before_batching": "example", "after_batching": "batch"}
-COLUMNS = ["claim", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies", "n_draws",
-           "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "n_neither", "n_diverged_a", "n_diverged_b",
-           "study_best_median", "study_best_min", "study_best_max", "n_studies_against", "resolution", "evaluations",
-           "n_unrecorded", "verdict", "reason", "pending", "evidence"]
+COLUMNS = ["claim", "part", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies",
+           "n_draws", "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "n_neither", "n_diverged_a",
+           "n_diverged_b", "study_best_median", "study_best_min", "study_best_max", "n_studies_against", "resolution",
+           "evaluations", "n_unrecorded", "verdict", "reason", "pending", "evidence"]
 # An effect's range of medians in claims.csv: two non-negative ratios.
 RANGE = re.compile(r"[0-9.e+]+-[0-9.e+]+")
 # The marks of the README's cells, said below its table.
@@ -55,7 +55,8 @@ def _pending(comparison: Comparison) -> Optional[str]:
 
 
 def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:
-    head = {"claim": claim.id, "workload": comparison.folder.split("/")[1], "comparison": comparison.name,
+    head = {"claim": claim.id, "part": comparison.part, "workload": comparison.folder.split("/")[1],
+            "comparison": comparison.name,
             "short": comparison.short or _short(comparison.name), "kind": comparison.kind,
             "evidence": comparison.folder,
             "pending": _pending(comparison)}
@@ -108,12 +109,13 @@ def readme_table(claims: pd.DataFrame) -> str:
     verdict, and the folder of the evidence."""
     rows = []
     statements = {c.id: f"{c.id}: {c.statement} ({c.source})" for c in CLAIMS}
-    for (claim, workload), g in claims.groupby(["claim", "workload"], sort=False):
+    for (claim, part, workload), g in claims.fillna({"part": ""}).groupby(["claim", "part", "workload"], sort=False):
         ours = "; ".join(_cell(r) for r in g.itertuples())
         evidence = g.drop_duplicates("evidence")
         why = list(dict.fromkeys([_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED]
                                  + [r.pending for r in g.itertuples() if isinstance(r.pending, str)]))
-        rows.append({"claim": statements[claim], "workload": f"`{workload}`", "ours: effect [90% interval]": ours,
+        rows.append({"claim": statements[claim] + (f", {part}" if part else ""), "workload": f"`{workload}`",
+                     "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],
                      "evidence": "; ".join(evidence["link"])})
     return table(pd.DataFrame(rows), {}) + "\n" + MARKS + "\n" + link_targets(claims["link"])

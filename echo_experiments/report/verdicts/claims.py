@@ -88,6 +88,7 @@ class Comparison:
     paper: Optional[float] = None  # the paper's value where it states one (faster: its speedup)
     short: str = ""  # the README's name for it (where the conditions' own would be long)
     successor: Optional[Successor] = None
+    part: str = ""  # a part of its claim, given a README row of its own ("" the claim's main row)
 
     @property
     def name(self) -> str:
@@ -153,7 +154,11 @@ CLAIMS = [
           [Comparison(_wall, "faster", Condition("before_augmentation", e), short=f"e={e:g}", successor=WALL_5)
            for e in (2.0, 3.0, 4.0, 5.0)]
           + [Comparison(_wall, "faster", Condition("before_augmentation", 5.0), paper=3.25,
-                        short="e=5 vs the paper's 3.25x", successor=WALL_5)]),
+                        short="e=5 vs the paper's 3.25x", successor=WALL_5)]
+          # Falling with e, step by step: each factor's seconds against the next lower one's, study by study.
+          + [Comparison(_wall, "faster", Condition("before_augmentation", hi), Condition("before_augmentation", lo),
+                        short=f"e={hi:g} over e={lo:g}", successor=WALL_5, part="each factor over the one below")
+             for lo, hi in ((2.0, 3.0), (3.0, 4.0), (4.0, 5.0))]),
     Claim("C4", "the language model keeps gaining up to e of about 4-8", "Fig. 5",
           [Comparison(_factor, "fewer", Condition(p, hi), Condition(p, lo), short=f"{name} e={hi:g}/{lo:g}")
            for p, name in (("before_batching", "example"), ("after_batching", "batch"))
