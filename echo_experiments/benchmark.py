@@ -12,6 +12,11 @@ and what does the runner's train loop cost? Medians over repeats, every variant 
 4. Runner: steps per second of the trainer's loop (fresh-example counting, evaluation cadence, progress,
    loss bookkeeping), and of the same loop with the autopilot deciding at every step, against a bare loop of
    the same compiled step, all over the same cached batches.
+5. Trial: what a trial's seconds are made of, the train step on a cached batch and one evaluation of the
+   held-out set, at the config's evaluation batch size and at 32 and 128 (the same examples and sums, in other
+   batches), with the evaluation's share of the time between two evaluations at the config's cadence.
+
+``--tables`` chooses among them (default: echo, stage, grain, loop; trial on request).
 """
 
 import argparse
@@ -41,7 +46,7 @@ from echo_experiments.data.echo import CHUNK, FreshCounter, echo
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
-from echo_experiments.training import optim, parallel
+from echo_experiments.training import optim, parallel, timing
 from echo_experiments.training.trainer import DTYPES, fit, initial_state, learning_rates, make_train_step
 from echo_experiments.training.tuning import run_config
 from echo_experiments.workloads import make
@@ -235,6 +240,54 @@ def grain_table(cfg, workload, repeats: int, items: int = 16_384) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def trial_table(cfg, workload, repeats: int) -> pd.DataFrame:
+    spec = RunSpec.from_config(cfg)
+    tx = optim.optimizer(spec.optimizer)
+    step = jax.jit(make_train_step(workload, tx, workload.compute_dtype), donate_argnums=0)
+    at_start = learning_rates(optim.schedule(spec.schedule))(np.int32(0))
+    batch = {k: v[0] for k, v in _cached_batches(cfg, workload, NO_ECHO).items() if k != "read_id"}
+    state = initial_state(workload, tx, int(cfg.seed), None)
+    step_s = timing.downstream_s_per_step(lambda s, b: step(s, b, at_start), state, batch, 20, blocks=max(5, repeats))
+    steps_between = cfg.trainer.eval_every_fresh_examples / cfg.workload.batch_size  # without echoing
+    rows = []
+    for size in sorted({int(cfg.workload.eval_batch_size), 32, 128}):
+        sized = make(OmegaConf.merge(cfg.workload, {"eval_batch_size": size}), data_dir(cfg.data.dir),
+                     workload.compute_dtype)
+        # The first call compiles it and fills the evaluation cache; then the median of ``repeats``.
+        eval_s = timing.seconds_per_call(lambda: sized.evaluate(state.params, state.model_state), 1, warmup=1,
+                                         blocks=repeats)
+        rows.append({"eval_batch_size": size, "train_step_s": step_s, "evaluation_s": eval_s,
+                     "evaluation_share": eval_s / (eval_s + steps_between * step_s)})
+    return pd.DataFrame(rows)
+
+
+TABLES = ("echo", "stage", "grain", "loop", "trial")
+TITLES = {"echo": "Echo stage: items/s delivered, nothing downstream",
+          "stage": "The echo stage alone: its cost per delivered item",
+          "grain": "The Grain echo stage alone: its cost per delivered item",
+          "loop": "Train loop: steps/s on the same cached batches",
+          "trial": "A trial's seconds: the train step and one evaluation"}
+
+
+def _measure(cfg, workload, args) -> list[tuple[str, pd.DataFrame]]:
+    """The chosen tables, in TABLES' order (the echo stage's own cost is set against the echo table's plain local
+    pipeline, so it measures that table too)."""
+    out = {}
+    if {"echo", "stage"} & set(args.tables):
+        out["echo"] = echo_table(cfg, workload, args.repeats, args.batches)
+    if "stage" in args.tables:
+        echo = out["echo"]
+        plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
+        out["stage"] = echo_stage_table(cfg, workload, args.repeats, plain_local)
+    if "grain" in args.tables:
+        out["grain"] = grain_table(cfg, workload, args.repeats)
+    if "loop" in args.tables:
+        out["loop"] = runner_table(cfg, workload, args.repeats, args.steps)
+    if "trial" in args.tables:
+        out["trial"] = trial_table(cfg, workload, args.repeats)
+    return [(TITLES[name], out[name]) for name in TABLES if name in out and name in args.tables]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m echo_experiments.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -243,6 +296,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--batches", type=at_least(2), default=30, help="plain batches timed per pipeline measurement")
     parser.add_argument("--steps", type=at_least(2), default=300, help="steps timed per loop measurement")
     parser.add_argument("--out", help="also write the tables here (markdown)")
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES[:4]),
+                        help="the tables to measure (default: all but trial)")
     args = parser.parse_args(argv)
     if args.out and (os.path.isdir(args.out) or not os.access(os.path.dirname(os.path.abspath(args.out)), os.W_OK)):
         fail(f"--out {args.out} cannot be written: give a file in an existing, writable folder")  # before measuring
@@ -253,18 +308,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parallel.use_compilation_cache(cfg.trainer.compilation_cache_dir)
     with one_line_on_signal(lambda: "nothing is written before every measurement is done: run it again"):
         workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[cfg.trainer.precision])
-        echo = echo_table(cfg, workload, args.repeats, args.batches)
-        plain_local = echo[(echo.storage == "local") & (echo.placement == "none")].delivered_items_per_s.iloc[0]
-        stage = echo_stage_table(cfg, workload, args.repeats, plain_local)
-        runner = runner_table(cfg, workload, args.repeats, args.steps)
-        on_grain = grain_table(cfg, workload, args.repeats)
+        sections = _measure(cfg, workload, args)
     command = " ".join(["python -m echo_experiments.benchmark", *(argv if argv is not None else sys.argv[1:])])
     cpu = machine.describe()
-    text = (f"Measured with `{command}` ({args.repeats} repeats, medians), on {cpu['cpu']}, {cpu['cores']} cores.\n\n"
-            "## Echo stage: items/s delivered, nothing downstream\n\n" + table(echo) +
-            "\n## The echo stage alone: its cost per delivered item\n\n" + table(stage) +
-            "\n## The Grain echo stage alone: its cost per delivered item\n\n" + table(on_grain) +
-            "\n## Train loop: steps/s on the same cached batches\n\n" + table(runner))
+    text = (f"Measured with `{command}` ({args.repeats} repeats, medians), on {cpu['cpu']}, {cpu['cores']} cores.\n"
+            + "".join(f"\n## {title}\n\n{table(rows)}" for title, rows in sections))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

@@ -25,3 +25,16 @@ def test_benchmark_writes_its_three_tables(tmp_path):
     assert text.count("| examples | ") == 7 and text.count("| batches | ") == 5  # tf.data's 4 and 2, Grain's 3 each
     assert "| bare jitted loop |" in text and "| trainer (fit) |" in text
     assert "| trainer (fit), echo.factor=auto after batching |" in text
+
+
+def test_the_trial_table_alone_times_the_step_and_an_evaluation_at_each_eval_batch_size(tmp_path):
+    out = tmp_path / "trial.md"
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments.benchmark", "--tables", "trial", "--repeats", "1",
+                           "--out", str(out), *FAST, "workload.eval_examples=256", "workload.eval_batch_size=64"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = out.read_text()
+    assert text.count("## ") == 1 and "## A trial's seconds: the train step and one evaluation" in text
+    rows = [line.strip("| ").split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    assert [r[0] for r in rows[1:]] == ["32", "64", "128"]  # the config's and the two set beside it, in order
+    assert all(0 < float(r[3]) < 1 for r in rows[1:])  # an evaluation's share of the time between two
