@@ -123,8 +123,11 @@ SSD = "placements_e2_cpu/ssd_fashion"
 LM = "lm_placements_e2_cpu/transformer_pydocs"
 # ssd_fashion's first sweep evaluates every 6,400 fresh examples, 12 evaluations to the baseline's target.
 SSD_FINE = Successor("ssd_placements_e2_fine_cpu/ssd_fashion")
+# The language model's C1, C2 and C4 at 1/40 of the baseline's fresh sequences to target, 5 studies (the first
+# sweeps evaluated 11-29 times to it, 3 studies).
+LM_FINE = Successor("lm_fine_cpu/transformer_pydocs")
 _c1 = {f: _fig3(f, augments, successor)
-       for f, augments, successor in ((FASHION, True, None), (SSD, True, SSD_FINE), (LM, False, None))}
+       for f, augments, successor in ((FASHION, True, None), (SSD, True, SSD_FINE), (LM, False, LM_FINE))}
 _factor = "lm_echo_factor_sweep_cpu/transformer_pydocs"
 _batch = "lm_batch_size_sweep_cpu/transformer_pydocs"
 _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
@@ -160,7 +163,8 @@ CLAIMS = [
                         short=f"e={hi:g} over e={lo:g}", successor=WALL_5, part="each factor over the one below")
              for lo, hi in ((2.0, 3.0), (3.0, 4.0), (4.0, 5.0))]),
     Claim("C4", "the language model keeps gaining up to e of about 4-8", "Fig. 5",
-          [Comparison(_factor, "fewer", Condition(p, hi), Condition(p, lo), short=f"{name} e={hi:g}/{lo:g}")
+          [Comparison(_factor, "fewer", Condition(p, hi), Condition(p, lo), short=f"{name} e={hi:g}/{lo:g}",
+                      successor=LM_FINE)
            for p, name in (("before_batching", "example"), ("after_batching", "batch"))
            for lo, hi in ((2.0, 4.0), (4.0, 8.0))]),
     Claim("C5", "batch echoing gains more at larger batch sizes; example echoing, at a fixed shuffle buffer, less",
