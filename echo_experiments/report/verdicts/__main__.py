@@ -3,7 +3,8 @@ every claim's comparisons measured on the committed runs, judged by the written 
 RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
 table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
 (autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``);
-and the README's findings line from both (``findings:begin``, ``findings:end``).
+the README's findings line from both (``findings:begin``, ``findings:end``); and what a copy was worth in every
+fixed-factor condition (report/copy_worth.py) into RESULTS/copy_worth.csv.
 ``make figures`` runs it last.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
+from echo_experiments.report import copy_worth
 from echo_experiments.report.verdicts import autopilot_checks, findings
 from echo_experiments.report.verdicts.claim_tables import (
     claim_tables,
@@ -40,6 +42,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     write_atomic(args.results / "claims.csv", claims.drop(columns="link").to_csv(index=False))
     checks = autopilot_checks.measure(args.results)
     write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
+    worth = copy_worth.measure(args.results)
+    write_atomic(args.results / "copy_worth.csv", worth.to_csv(index=False))
     try:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
@@ -56,6 +60,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
     counts = checks["verdict"].value_counts().to_dict()
     print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
+    print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth")
     return 0
 
 
