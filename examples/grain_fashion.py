@@ -197,7 +197,23 @@ def parse(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return args
 
 
-if __name__ == "__main__":
+def main() -> int:
+    args = parse()
     if not FASHION_MNIST_DIR.is_dir():
-        sys.exit(f"{FASHION_MNIST_DIR} is missing: install Debian's dataset-fashion-mnist (make setup)")
-    train(parse())
+        print(f"error: {FASHION_MNIST_DIR} is missing: install Debian's dataset-fashion-mnist (make setup)",
+              file=sys.stderr)
+        return 2
+    try:
+        train(args)
+    except KeyboardInterrupt:  # the newest checkpoint stands; the same command resumes from it
+        print(f"error: stopped; run the same command to resume from {args.out}/checkpoints", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"error: {e.filename or args.out}: {e.strerror or e} (give --out a folder this user can write)",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
