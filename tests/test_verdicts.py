@@ -112,7 +112,9 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     assert rows.loc["A", "reference"] == "before_augmentation e=4" and rows.loc["A", "n_studies"] == 3
     assert round(rows.loc["A", "effect"], 3) == 0.786 and rows.loc["A", "verdict"] == "met"
     assert rows.loc["A", "range_min"] < rows.loc["A", "effect"] < rows.loc["A", "range_max"]
+    assert rows.loc["A", "reason"].startswith("the median is at most 1.10, 1.1 x/ the timing band 1.000, each study")
     assert rows.loc["A", "reason"].endswith("(before_augmentation e=4); 2 of 3 studies within 1.1")
+    assert rows.loc["B", "reason"].startswith("the median is above 0.70, 0.7 x/ the timing band 1.000")
     assert rows.loc["B", "verdict"] == "not met"
     assert (rows.loc["C", "verdict"], rows.loc["D", "verdict"]) == ("met", "not met")
     assert rows.loc["E", "verdict"] == "not measured"

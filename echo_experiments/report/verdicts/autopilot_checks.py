@@ -179,10 +179,10 @@ def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict
         return {**row, "verdict": INCONCLUSIVE, "reason": why}
     low, high, effect = check.limit / band, check.limit * band, row["effect"]
     verdict = MET if effect <= low else NOT_MET if effect > high else INCONCLUSIVE
-    side = {MET: "at most", NOT_MET: "above"}.get(verdict, "within")
+    side = {MET: f"at most {low:.2f}", NOT_MET: f"above {high:.2f}"}.get(verdict, f"within {low:.2f}-{high:.2f}")
     meets = int((ratios <= check.limit).sum())
     return {**row, "verdict": verdict,
-            "reason": f"the median is {side} {low:.2f}-{high:.2f}, {check.limit:g} x/ the timing band {band:.3f}, "
+            "reason": f"the median is {side}, {check.limit:g} x/ the timing band {band:.3f}, "
                       f"each study against the others' fastest reference ({reference}); {meets} of "
                       f"{len(ratios)} studies within {check.limit:g}"}
 
