@@ -38,9 +38,8 @@ def implied(trials: pd.DataFrame, folder: str) -> pd.DataFrame:
     echoed = bests[(bests["echo_factor"] > 1) & bests["placement"].map(tables.has_nominal_factor)]
     for key, group in echoed.groupby(tables.CONDITION, sort=True):
         condition = dict(zip(tables.CONDITION, key))
-        ratios = [r.fresh / base[(r.workload, r.batch_size, r.study_key)] for r in group.itertuples()
-                  if (r.workload, r.batch_size, r.study_key) in base.index and math.isfinite(
-                      base[(r.workload, r.batch_size, r.study_key)])]
+        references = [base.get((r.workload, r.batch_size, r.study_key), math.nan) for r in group.itertuples()]
+        ratios = [r.fresh / ref for r, ref in zip(group.itertuples(), references) if math.isfinite(ref)]
         if not ratios:
             continue
         values = [worth(r, condition["echo_factor"]) for r in ratios]
