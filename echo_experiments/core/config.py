@@ -214,6 +214,9 @@ class TrainerConfig:
     # Batches and steps timed before training for the summary's timing facts (see timing.py); 0 = none.
     profile_batches: int = setting(20, f"an integer from 0 to {MAX_PROFILE_BATCHES} (0 = no timing facts)",
                                    integer(0, MAX_PROFILE_BATCHES))
+    # The copy-worth estimate (training/worth.py): a held-out gradient every this many steps, each step's gradient
+    # set against it; 0 = none, and the step computes nothing beside training.
+    copy_worth_every: int = setting(0, "an integer >= 0 (0 = no copy-worth estimate)", integer(0))
     # JAX's persistent compilation cache: a rerun of the same shapes skips XLA compilation.
     compilation_cache_dir: Optional[str] = setting("~/.cache/echo_experiments/jax",
                                                    "null (no cache) or a directory path", optional(text))

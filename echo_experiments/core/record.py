@@ -132,6 +132,9 @@ class RunRecord:
     devices: Optional[int] = None
     precision: Optional[str] = None
     final_metrics: dict[str, Optional[float]] = field(default_factory=dict)
+    # trainer.copy_worth_every: the copy-worth estimate's candidates, each its median over the evaluations
+    # (training/worth.py); empty without it.
+    copy_worth: dict[str, Optional[float]] = field(default_factory=dict)
     upstream_s_per_batch: Optional[float] = None
     downstream_s_per_step: Optional[float] = None
     upstream_downstream_ratio: Optional[float] = None
@@ -222,7 +225,7 @@ def _check(name: str, value: Any, hint: Any) -> None:
         ok = isinstance(value, Target) and isinstance(value.metric, str) and _number(value.value)
     elif origin is dict:
         ok = isinstance(value, dict)
-        if ok and name == "final_metrics":
+        if ok and name in ("final_metrics", "copy_worth"):
             ok = all(v is None or _number(v) for v in value.values())
     else:
         ok = isinstance(value, origin)

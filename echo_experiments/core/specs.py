@@ -100,6 +100,7 @@ class TrainerSpec:
     profile_batches: int = 0
     timeout_s: float = 300.0
     distributed_timeout_s: float = 300.0
+    copy_worth_every: int = 0
 
     @classmethod
     def from_config(cls, cfg: Any) -> "TrainerSpec":
@@ -108,7 +109,8 @@ class TrainerSpec:
             t.max_fresh_examples, int(t.eval_every_fresh_examples), t.max_steps, bool(t.stop_at_target),
             tuning.study is not None and bool(tuning.prune) and bool(t.stop_at_target), float(tuning.prune_margin),
             float(t.checkpoint_every_seconds), int(t.checkpoint_every_steps), bool(t.progress), bool(t.tensorboard),
-            t.precision, int(t.profile_batches), float(cfg.data.timeout_s), float(t.distributed_timeout_s))
+            t.precision, int(t.profile_batches), float(cfg.data.timeout_s), float(t.distributed_timeout_s),
+            int(t.copy_worth_every))
 
     @property
     def checkpoints(self) -> bool:

@@ -36,13 +36,10 @@ def learning_rates(schedule: optim.Schedule, sharding: Any = None):
     return jax.jit(lambda position: jnp.asarray(schedule(position), jnp.float32), out_shardings=sharding)
 
 
-def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
-    """The pure step ``(state, batch, learning_rate) -> (state, loss)``, the rate the schedule's at the run's
-    place in it (:func:`learning_rates`). Under mixed precision the model computes in ``compute_dtype`` while
-    parameters, optimizer state and model state stay float32."""
+def _update(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any):
+    """``(state, batch, learning_rate) -> (state, loss, gradient)``: one SGD step and the gradient it took."""
 
-    def train_step(state: TrainState, batch: dict[str, jax.Array],
-                   learning_rate: jax.Array) -> tuple[TrainState, jax.Array]:
+    def update(state: TrainState, batch: dict[str, jax.Array], learning_rate: jax.Array):
         rng = jax.random.fold_in(state.rng, state.step)
 
         def loss_fn(params):
@@ -53,9 +50,54 @@ def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dty
         opt_state = optim.with_learning_rate(state.opt_state, learning_rate)
         updates, opt_state = tx.update(grads, opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return state.replace(step=state.step + 1, params=params, model_state=model_state, opt_state=opt_state), loss
+        state = state.replace(step=state.step + 1, params=params, model_state=model_state, opt_state=opt_state)
+        return state, loss, grads
+
+    return update
+
+
+def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
+    """The pure step ``(state, batch, learning_rate) -> (state, loss)``, the rate the schedule's at the run's
+    place in it (:func:`learning_rates`). Under mixed precision the model computes in ``compute_dtype`` while
+    parameters, optimizer state and model state stay float32."""
+    update = _update(workload, tx, compute_dtype)
+
+    def train_step(state: TrainState, batch: dict[str, jax.Array],
+                   learning_rate: jax.Array) -> tuple[TrainState, jax.Array]:
+        state, loss, _ = update(state, batch, learning_rate)
+        return state, loss
 
     return train_step
+
+
+def _dot(a: Any, b: Any) -> jax.Array:
+    return sum(jnp.vdot(x.astype(jnp.float32), y.astype(jnp.float32)) for x, y in zip(jax.tree.leaves(a),
+                                                                                    jax.tree.leaves(b)))
+
+
+def make_probed_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
+    """The train step with the copy-worth estimate's measures (worth.py): ``(state, batch, learning_rate,
+    held_out_gradient) -> (state, loss, (<g, held_out_gradient>, |g|^2))``, g the step's own gradient. The state
+    it returns is the plain step's."""
+    update = _update(workload, tx, compute_dtype)
+
+    def probed_step(state: TrainState, batch: dict[str, jax.Array], learning_rate: jax.Array, held_out: Any):
+        state, loss, grads = update(state, batch, learning_rate)
+        return state, loss, (_dot(grads, held_out), _dot(grads, grads))
+
+    return probed_step
+
+
+def make_held_out_gradient(workload: Any, compute_dtype: Any = jnp.float32):
+    """``(params, model_state, batch, rng) -> gradient`` of the training loss on a held-out batch, the model
+    state it would update left as it was: the direction a step would take toward held-out progress."""
+
+    def held_out_gradient(params: Any, model_state: Any, batch: dict[str, jax.Array], rng: jax.Array):
+        def loss_fn(params):
+            return workload.loss(_cast(params, compute_dtype), model_state, batch, rng)[0]
+        return jax.grad(loss_fn)(params)
+
+    return held_out_gradient
 
 
 def initial_state(workload: Any, tx: optax.GradientTransformation, seed: int, sharding: Any) -> TrainState:

@@ -15,7 +15,6 @@ import logging
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -36,12 +35,13 @@ from echo_experiments.data import closing, stream
 from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
-from echo_experiments.training import decisions, optim, parallel, timing, tuning
+from echo_experiments.training import decisions, optim, parallel, timing, tuning, worth
 from echo_experiments.training.autopilot import Autopilot, autopilot_state, trainer_inputs
 from echo_experiments.training.checkpoints import Checkpoints
 from echo_experiments.training.checkpoints import exist as checkpoints_exist
 from echo_experiments.training.clocks import Clocks, ClockState
 from echo_experiments.training.events import Events
+from echo_experiments.training.loop_state import LoopState
 from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_train_step
 from echo_experiments.training.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Stops, TargetReached
 from echo_experiments.training.waits import Batches, InputLost, PeerLost, input_source
@@ -142,31 +142,6 @@ def _failed(head: dict[str, Any], error: Exception) -> RunRecord:
                      error=f"{type(error).__name__}: {error}")
 
 
-@dataclass
-class LoopState:
-    """What the loop carries from step to step besides the clocks and the outcome (all three are saved with
-    every checkpoint, as one flat mapping)."""
-
-    step: int = 0
-    next_eval: int = 0  # the fresh-example count at which the next evaluation falls
-    metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation's
-    train_loss: Optional[float] = None
-    pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
-    trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
-    fresh_at_eval: int = 0
-    autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
-    started_on: str = ""  # the CPU model of the run's first step (machine.py): it resumes on that model only
-
-    @staticmethod
-    def save(loop: "LoopState", outcome: Outcome, clocks: ClockState) -> dict[str, Any]:
-        return {**asdict(loop), **asdict(outcome), **asdict(clocks)}
-
-    @staticmethod
-    def restore(saved: dict[str, Any]) -> tuple["LoopState", Outcome, ClockState]:
-        return tuple(kind(**{f.name: saved[f.name] for f in fields(kind) if f.name in saved})
-                     for kind in (LoopState, Outcome, ClockState))
-
-
 class Trainer:
     """One run's training: the compiled step, the input stream, the counters, evaluation and checkpoints."""
 
@@ -179,6 +154,7 @@ class Trainer:
         self.hparams = hparams  # the run's values for TensorBoard's HParams (None: no event files)
         self.events: Optional[Events] = None
         self.inputs: Optional[Batches | Autopilot] = None
+        self.worth: Optional[worth.Probe] = None  # the copy-worth estimate (trainer.copy_worth_every)
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
@@ -195,6 +171,9 @@ class Trainer:
                        donate_argnums=0, in_shardings=(self.mesh.replicated, self.mesh.batch, self.mesh.replicated),
                        out_shardings=(self.mesh.replicated, self.mesh.replicated))
         rate = jax.ShapeDtypeStruct((), jnp.float32, sharding=self.mesh.replicated)
+        if self.t.copy_worth_every:
+            self.worth = worth.probe(self.workload, self.tx, self.mesh, self.t.copy_worth_every, state, spec, rate)
+            return self.worth.step
         return step.lower(state, spec, rate).compile()
 
     def _timing_facts(self, train_step, state: TrainState) -> Optional[timing.Timing]:
@@ -284,11 +263,12 @@ class Trainer:
             clocks.first_batch()
             position = count if fresh_units else step
             fresh.update(batch.pop("read_id"))
+            before, count = count, self.mesh.total(fresh.count)
             rate = self.rate(self.mesh.put_scalar(position))
-            state, loss = train_step(state, self.mesh.put_batch(batch), rate)
+            state, loss = (self.worth.step(state, self.mesh.put_batch(batch), rate, count - before, step) if self.worth
+                           else train_step(state, self.mesh.put_batch(batch), rate))
             losses.append(loss)
             step += 1
-            before, count = count, self.mesh.total(fresh.count)
             bar.update(count - before if t.max_fresh_examples else 1)
             spent = self.stops.budget_spent(step, count)
             if count >= loop.next_eval or spent:
@@ -336,7 +316,8 @@ class Trainer:
         examples_trained = step * self.spec.pipeline.batch_size
         row = {"step": step, "fresh_examples": count, "examples_trained": examples_trained, "elapsed_s": elapsed_s,
                "wall_time_s": train_s, "eval_time_s": clocks.state.eval_s, "train_loss": train_loss,
-               "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics}
+               "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics,
+               **(self.worth.at_evaluation() if self.worth else {})}
         if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
             row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
             loop.trained_at_eval, loop.fresh_at_eval = examples_trained, count
@@ -389,6 +370,7 @@ class Trainer:
             "effective_echo_factor": at[0] / at[1] if at[0] and at[1] else None,
             **({"echo_copied_batches": self.inputs.copies} if isinstance(self.inputs, Autopilot) else {}),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
+            "copy_worth": worth.summary(list(self.run_dir.metrics())) if self.worth else {},
             **timing_facts,
         }
 
