@@ -9,7 +9,8 @@ from echo_experiments.training.trainer import run
 
 ECHOED = [*FAST, "echo=after_batching", "echo.factor=2", "trainer.stop_at_target=false",
           "trainer.max_fresh_examples=3072"]
-WORTH = ("copy_worth_alignment", "copy_worth_loss_ratio", "copy_worth_noise", "copy_worth_copy_share")
+WORTH = ("copy_worth_alignment", "copy_worth_loss_ratio", "copy_worth_noise", "copy_worth_loss_drop",
+         "copy_worth_copy_share")
 
 
 def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_was_worth(tmp_path):
@@ -23,7 +24,7 @@ def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_w
     # A fresh batch, then its copy; the first evaluation falls after the 32nd fresh batch, before its copy.
     assert [r["copy_worth_copy_share"] for r in rows] == [31 / 63, 0.5, 0.5]
     assert all(isinstance(r[k], float) for r in rows for k in WORTH)
-    assert set(probed.copy_worth) == {"alignment", "loss_ratio", "noise", "copy_share"}
+    assert set(probed.copy_worth) == {"alignment", "loss_ratio", "noise", "loss_drop", "copy_share"}
     assert probed.copy_worth["copy_share"] == 0.5 and 0 < probed.copy_worth["noise"] <= 1
 
 

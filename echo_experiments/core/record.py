@@ -27,6 +27,8 @@ from echo_experiments.core.placement import PLACEMENTS
 SCHEMA_VERSION = 3
 STATUSES = ("reached_target", "not_reached", "pruned", "diverged", "failed")
 MODES = ("max", "min")
+# What the copy-worth estimate's ``copy_worth`` holds besides the copied share (training/worth.py says each).
+COPY_WORTH_CANDIDATES = ("alignment", "loss_ratio", "noise", "loss_drop")
 
 
 class RecordError(ValueError):

@@ -77,13 +77,18 @@ def _dot(a: Any, b: Any) -> jax.Array:
 
 def make_probed_step(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any = jnp.float32):
     """The train step with the copy-worth estimate's measures (worth.py): ``(state, batch, learning_rate,
-    held_out_gradient) -> (state, loss, (<g, held_out_gradient>, |g|^2))``, g the step's own gradient. The state
-    it returns is the plain step's."""
+    held_out_gradient, held_out_batch) -> (state, loss, (<g, held_out_gradient>, |g|^2, held-out loss))``, g the
+    step's own gradient and the held-out batch's loss taken before the step, its random draws the run's own
+    (``state.rng``, the same at every step, so that two steps' losses on one batch differ by the step between
+    them alone). The state it returns is the plain step's."""
     update = _update(workload, tx, compute_dtype)
 
-    def probed_step(state: TrainState, batch: dict[str, jax.Array], learning_rate: jax.Array, held_out: Any):
+    def probed_step(state: TrainState, batch: dict[str, jax.Array], learning_rate: jax.Array, held_out: Any,
+                    held_out_batch: dict[str, jax.Array]):
+        held_out_loss = workload.loss(_cast(state.params, compute_dtype), state.model_state, held_out_batch,
+                                      state.rng)[0]
         state, loss, grads = update(state, batch, learning_rate)
-        return state, loss, (_dot(grads, held_out), _dot(grads, grads))
+        return state, loss, (_dot(grads, held_out), _dot(grads, grads), held_out_loss)
 
     return probed_step
 

@@ -15,6 +15,9 @@ squares over the steps since the last evaluation fit ``y = fresh + (copy - fresh
   B_noise = B (|g|^2 - |G|^2) / |G|^2 (McCandlish et al. 2018), with |G|^2 estimated by p. Near 1 the batch's
   gradient is mostly signal, where more steps on the same data do what fresh data would; near 0 it is mostly
   the batch's noise, which a copy repeats.
+- ``loss_drop``: y = what the step lowered the held-out batch's loss by, measured (the batch's loss before the
+  step less its loss before the next step, on the batch G was taken on). p is to first order; a copy repeats its
+  batch's noise, and the harm of a noise direction taken twice is second order, which the loss itself shows.
 
 docs/protocol.md ("What a copy is worth: the estimate's pilot") says which of them the project uses, and how it
 was chosen. Nothing here changes what the steps compute: a run with the estimate trains as one without it.
@@ -25,6 +28,7 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
+from echo_experiments.core.record import COPY_WORTH_CANDIDATES
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data import stream
 from echo_experiments.training import step
@@ -33,7 +37,7 @@ from echo_experiments.training import step
 HELD_OUT_BATCHES = 8
 # Below this spread of c among an interval's steps the fit cannot tell copies from fresh examples.
 MIN_COPY_SPREAD = 0.01
-CANDIDATES = ("alignment", "loss_ratio", "noise")
+CANDIDATES = COPY_WORTH_CANDIDATES
 
 
 def held_out_batches(workload: Any, batch_size: int, keys: dict[str, Any]) -> list[dict[str, np.ndarray]]:
@@ -64,14 +68,16 @@ def fit(shares: np.ndarray, values: np.ndarray) -> Optional[tuple[float, float]]
     return float(intercept), float(intercept + slope)
 
 
-def estimates(shares: np.ndarray, progress: np.ndarray, losses: np.ndarray, norms: np.ndarray) -> dict[str, Any]:
+def estimates(shares: np.ndarray, progress: np.ndarray, losses: np.ndarray, norms: np.ndarray,
+              drop_shares: np.ndarray, drops: np.ndarray) -> dict[str, Any]:
     """The candidates (None where undefined) from one interval's steps: each step's copied share, held-out
-    progress p, loss and |g|^2; and the interval's mean copied share and its count of steps."""
+    progress p, loss and |g|^2, and the held-out loss drops with their steps' shares; and the interval's mean
+    copied share and its count of steps."""
     out: dict[str, Any] = {"copy_share": float(np.mean(shares)) if len(shares) else None, "steps": len(shares)}
-    line = fit(shares, progress)
-    out["alignment"] = line[1] / line[0] if line and line[0] > 0 else None
-    line = fit(shares, losses)
-    out["loss_ratio"] = line[1] / line[0] if line and line[0] > 0 else None
+    for name, xs, ys in (("alignment", shares, progress), ("loss_ratio", shares, losses),
+                         ("loss_drop", drop_shares, drops)):
+        line = fit(xs, ys)
+        out[name] = line[1] / line[0] if line and line[0] > 0 else None
     fresh = shares < 0.5
     if not fresh.any():
         out["noise"] = None
@@ -102,27 +108,38 @@ class Probe:
         self.probed_step, self.held_out_gradient = probed_step, held_out_gradient
         self.batches, self.every, self.batch_size = batches, every, batch_size
         self.gradient: Any = None
-        self.taken = 0  # held-out gradients taken: the next one's batch
-        self.steps: list[tuple[float, Any, Any]] = []  # (copied share, loss, (p, |g|^2)) since the last evaluation
+        self.taken = 0  # held-out gradients taken: the one in use is on batch (taken - 1) % len(batches)
+        # (copied share, loss, (p, |g|^2, held-out loss), G's number) per step since the last evaluation
+        self.steps: list[tuple[float, Any, Any, int]] = []
+        self.carried: Optional[tuple[float, Any, Any, int]] = None  # the last one before it: its drop ends now
 
     def step(self, state: Any, batch: dict[str, jax.Array], rate: jax.Array, fresh_in_batch: Optional[int] = None,
              at_step: Optional[int] = None) -> tuple[Any, jax.Array]:
         if self.gradient is None or (at_step is not None and at_step % self.every == 0):
-            held_out = self.batches[self.taken % len(self.batches)]
-            self.gradient = self.held_out_gradient(state.params, state.model_state, held_out, state.rng)
             self.taken += 1
-        state, loss, measures = self.probed_step(state, batch, rate, self.gradient)
+            self.gradient = self.held_out_gradient(state.params, state.model_state, self._held_out, state.rng)
+        state, loss, measures = self.probed_step(state, batch, rate, self.gradient, self._held_out)
         if fresh_in_batch is not None:
-            self.steps.append((1.0 - fresh_in_batch / self.batch_size, loss, measures))
+            self.steps.append((1.0 - fresh_in_batch / self.batch_size, loss, measures, self.taken))
         return state, loss
 
+    @property
+    def _held_out(self) -> dict[str, jax.Array]:
+        return self.batches[(self.taken - 1) % len(self.batches)]
+
     def at_evaluation(self) -> dict[str, Any]:
-        shares = np.array([s for s, _, _ in self.steps], np.float64)
-        losses, measures = jax.device_get(([loss for _, loss, _ in self.steps], [m for _, _, m in self.steps]))
-        progress = np.array([p for p, _ in measures], np.float64)
-        norms = np.array([n for _, n in measures], np.float64)
-        self.steps = []
-        found = estimates(shares, progress, np.asarray(losses, np.float64), norms)
+        steps, self.steps = self.steps, []
+        chain = ([self.carried] if self.carried else []) + steps
+        self.carried = steps[-1] if steps else self.carried
+        shares = np.array([s[0] for s in steps], np.float64)
+        losses, measures = jax.device_get(([s[1] for s in steps], [s[2] for s in chain]))
+        own = measures[len(chain) - len(steps):]
+        # A step's drop: its batch's held-out loss less the next step's, where both were on G's batch.
+        pairs = [(a[0], float(ma[2]) - float(mb[2])) for a, b, ma, mb in zip(chain, chain[1:], measures, measures[1:])
+                 if a[3] == b[3]]
+        found = estimates(shares, np.array([m[0] for m in own], np.float64), np.asarray(losses, np.float64),
+                          np.array([m[1] for m in own], np.float64), np.array([x for x, _ in pairs], np.float64),
+                          np.array([y for _, y in pairs], np.float64))
         return {f"copy_worth_{name}": found[name] for name in (*CANDIDATES, "copy_share")}
 
 
@@ -142,8 +159,8 @@ def probe(workload: Any, tx: Any, mesh: Any, every: int, state: Any, batch_spec:
     gradient = jax.jit(step.make_held_out_gradient(workload, workload.compute_dtype), in_shardings=(r, r, b, r),
                        out_shardings=r).lower(state.params, state.model_state, batch_spec, state.rng).compile()
     probed = jax.jit(step.make_probed_step(workload, tx, workload.compute_dtype), donate_argnums=0,
-                     in_shardings=(r, b, r, r), out_shardings=(r, r, r)
-                     ).lower(state, batch_spec, rate_spec, state.params).compile()
+                     in_shardings=(r, b, r, r, b), out_shardings=(r, r, r)
+                     ).lower(state, batch_spec, rate_spec, state.params, batch_spec).compile()
     local = batch_size // mesh.host.count  # each process puts its own rows of a global batch
     rows = slice(mesh.host.index * local, (mesh.host.index + 1) * local)
     mine = [{k: v[rows] for k, v in batch.items()} for batch in batches]

@@ -4,7 +4,9 @@ RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and `
 table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
 (autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``);
 the README's findings line from both (``findings:begin``, ``findings:end``); and what a copy was worth in every
-fixed-factor condition (report/copy_worth.py) into RESULTS/copy_worth.csv.
+fixed-factor condition (report/copy_worth.py) into RESULTS/copy_worth.csv, and the copy-worth estimate against
+it with the pilot's choice among its candidates (report/worth_estimates.py) into RESULTS/copy_worth_estimates.csv
+and RESULTS/copy_worth_choice.csv.
 ``make figures`` runs it last.
 """
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
-from echo_experiments.report import copy_worth
+from echo_experiments.report import copy_worth, worth_estimates
 from echo_experiments.report.verdicts import autopilot_checks, findings
 from echo_experiments.report.verdicts.claim_tables import (
     claim_tables,
@@ -44,6 +46,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
     worth = copy_worth.measure(args.results)
     write_atomic(args.results / "copy_worth.csv", worth.to_csv(index=False))
+    estimated = worth_estimates.estimates(args.results, worth)
+    write_atomic(args.results / "copy_worth_estimates.csv", estimated.to_csv(index=False))
+    write_atomic(args.results / "copy_worth_choice.csv", worth_estimates.choice(estimated).to_csv(index=False))
     try:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
@@ -61,6 +66,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     counts = checks["verdict"].value_counts().to_dict()
     print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
     print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth")
+    print(f"{len(estimated)} runs with the estimate -> {args.results / 'copy_worth_estimates.csv'} "
+          f"(the pilot's choice: {args.results / 'copy_worth_choice.csv'})")
     return 0
 
 
