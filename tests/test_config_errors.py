@@ -83,7 +83,8 @@ CASES = [
     (["workload.model.depth=9"],
      "workload.model.depth=9 is not allowed: 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"),
     (["workload.model.arch=vgg"], "workload.model.arch=vgg is not allowed: one of resnet_cifar, resnet50"),
-    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, replay, shuffle_buffer"),
+    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, min_worth, replay, "
+                       "shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),
     # Hydra's parser does not say which override it could not parse: the line names it.
@@ -95,6 +96,12 @@ CASES = [
     (["echo=none", "echo.factor=auto"], "echo.placement=none is not allowed: echo.factor=auto needs an echo point"),
     (["echo=after_batching", "echo.factor=2", "echo.replay=runs/a"], "echo.replay=runs/a is not allowed: null unless "
      "echo.factor=auto (only the autopilot's decisions are recorded)"),
+    (["echo=after_batching", "echo.factor=2", "echo.min_worth=0.2", "trainer.copy_worth_every=8"],
+     "echo.min_worth=0.2 is not allowed: 0 unless echo.factor=auto and trainer.copy_worth_every >= 1 (the autopilot "
+     "copies by the copy-worth estimate)"),
+    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=0.2"], "echo.min_worth=0.2 is not allowed: 0 unless"),
+    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=2"], "echo.min_worth=2 is not allowed: a real number "
+     "from 0 to 1 (0 = copy whenever the step would wait)"),
     (["echo=after_batching", "echo.factor=auto", "echo.max_factor=0.5"], "echo.max_factor=0.5 is not allowed: a real "
      "number >= 1 and <= 1000 (the cap of echo.factor=auto)"),
     (["storage=emulated", "storage.latency_schedule=[[0,2]]"], "storage.latency_schedule=[[0, 2]] is not allowed: null "

@@ -45,8 +45,8 @@ MAX_SEED = 2**31 - 1
 # fill (a buffer near 2^63 crashes it), and an echo factor past these copies nothing a paper study needs.
 MAX_FACTOR = 1000
 MAX_BUFFER = 10_000_000
-# Schedules and budgets become step counts and positions on the device, int32 there; each profiled batch is
-# timed before training starts (beyond this the profile alone would take hours); each read in flight is a thread.
+# Step counts and positions are int32 on the device; each profiled batch is timed before training (beyond this
+# the profile alone would take hours); each read in flight is a thread.
 INT32_MAX = 2**31 - 1
 MAX_PROFILE_BATCHES = 1000
 MAX_PARALLEL_READS = 1024
@@ -65,6 +65,8 @@ class EchoConfig:
     # With factor auto: nothing trained more than this many times (its copies included).
     max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
                                 real(1, MAX_FACTOR))
+    # With factor auto: copies only while the copy-worth estimate (training/worth.py) says one is worth this much.
+    min_worth: float = setting(0.0, "a real number from 0 to 1 (0 = copy whenever the step would wait)", real(0, 1))
     # With factor auto: a run whose recorded decisions this one makes again instead of the clock's (decisions.py).
     replay: Optional[str] = setting(None, "null or the directory of a run made with echo.factor=auto (the "
                                     "decisions it recorded are made again, whatever the input's speed)",
@@ -363,6 +365,9 @@ def check_rules(cfg: DictConfig) -> None:
         if o[length] is None and t[budget] is None:
             raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
                               "(a linear decay needs a length)")
+    if cfg.echo.min_worth and (cfg.echo.factor != AUTO or not t.copy_worth_every):
+        raise ConfigError("echo.min_worth", cfg.echo.min_worth, "0 unless echo.factor=auto and "
+                          "trainer.copy_worth_every >= 1 (the autopilot copies by the copy-worth estimate)")
     if cfg.echo.replay is not None and cfg.echo.factor != AUTO:
         raise ConfigError("echo.replay", cfg.echo.replay, "null unless echo.factor=auto (only the autopilot's "
                           "decisions are recorded)")

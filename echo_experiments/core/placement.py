@@ -62,6 +62,7 @@ class EchoSpec:
     auto: bool = False
     replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
     max_factor: Optional[float] = None  # with auto: its cap; None without it
+    min_worth: float = 0.0  # with auto: what the copy-worth estimate must say a copy is worth for copies to be made
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
@@ -69,7 +70,7 @@ class EchoSpec:
         buffer = None if echo.shuffle_buffer is None else int(echo.shuffle_buffer)
         if echo.factor == AUTO:
             return cls(Placement(echo.placement), 1.0, buffer, True, echo.get("replay"),
-                       float(echo.get("max_factor", 1.0)))
+                       float(echo.get("max_factor", 1.0)), float(echo.get("min_worth", 0.0)))
         return cls(Placement(echo.placement), float(echo.factor), buffer)
 
     @property

@@ -9,11 +9,16 @@ run (shared storage, the network, other work on the host). The autopilot decides
 - nothing trained more than ``max_factor`` times (its copies included): past that the trainer waits.
 
 So the accelerator is idle only where the cap says so, and no copy is made that the input could have
-replaced. The schedule, budget and evaluations are in fresh examples and fresh examples are counted from read
-ids, so a factor that changes from step to step leaves all of them exact. The decisions follow the clock:
-two runs of one config train on the same fresh examples in the same order but copy different ones. What a copy
-holds is fixed by the decisions before it (ties are broken by a draw keyed by the copy's index), so a run that
-makes a recorded run's decisions again (``echo.replay``: decisions.py) trains as it did.
+replaced. With ``echo.min_worth`` above 0 a copy must also be worth its cost (:class:`WorthGate`): while the
+copy-worth estimate (worth.py, each evaluation's) says a copy is worth less than that many fresh examples, the
+autopilot makes one copy in PROBE_EVERY of the chances it would have taken, enough for the estimate to go on
+measuring, and waits for the input at the others.
+
+The schedule, budget and evaluations are in fresh examples and fresh examples are counted from read ids, so a
+factor that changes from step to step leaves all of them exact. The decisions follow the clock: two runs of one
+config train on the same fresh examples in the same order but copy different ones. What a copy holds is fixed by
+the decisions before it (ties are broken by a draw keyed by the copy's index), so a run that makes a recorded
+run's decisions again (``echo.replay``: decisions.py) trains as it did.
 
 The decisions are made in the trainer, which sees both the input and the accelerator; what a copy holds
 depends on the placement:
@@ -34,11 +39,15 @@ import numpy as np
 from echo_experiments.core.placement import EchoSpec
 from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data import stream
+from echo_experiments.training import worth
 from echo_experiments.training.decisions import COPY, FRESH, RESUMED, Decisions, Replay
 from echo_experiments.training.waits import Batches
 
 # The recent fresh batches a copy is drawn from: copies of one batch spread over a few steps.
 RECENT = 4
+# While the estimate says copies are not worth their cost, one chance in this many is still taken: the steps of
+# copies the estimate needs to see whether they have become worth it (at R about 6, about 0.15 copies a fresh batch).
+PROBE_EVERY = 32
 Batch = dict[str, np.ndarray]
 
 
@@ -109,6 +118,37 @@ class ExampleCopies:
         self.counts.clear()
 
 
+class WorthGate:
+    """Whether a copy the clock allows is made, by what a copy is estimated to be worth: always while no estimate
+    has been made or where ``min_worth`` is 0; while the last estimate is below ``min_worth``, one chance in
+    PROBE_EVERY. ``saved``: its state in a checkpoint (:meth:`state`)."""
+
+    def __init__(self, min_worth: float, saved: Optional[dict] = None):
+        saved = saved or {}
+        self.min_worth = min_worth
+        self.estimate: Optional[float] = saved.get("worth_estimate")
+        self.refused = saved.get("worth_refused", 0)  # chances passed up while closed
+
+    @property
+    def open(self) -> bool:
+        return not self.min_worth or self.estimate is None or self.estimate >= self.min_worth
+
+    def allows(self) -> bool:
+        """Whether this chance to copy is taken."""
+        if self.open:
+            return True
+        self.refused += 1
+        return self.refused % PROBE_EVERY == 0
+
+    def observe(self, estimate: Optional[float]) -> None:
+        """An evaluation's estimate; None (too few copies to tell) leaves the last one standing."""
+        if estimate is not None:
+            self.estimate = float(estimate)
+
+    def state(self) -> dict[str, Any]:
+        return {"worth_estimate": self.estimate, "worth_refused": self.refused}
+
+
 class Autopilot:
     """Batches from ``batches`` (one read always in flight), with copies from ``copies`` in the input's gaps:
     see the module. ``augment(batch, key)``, where given, augments every batch as it is delivered (a fresh one
@@ -116,9 +156,11 @@ class Autopilot:
     state a checkpoint holds (:meth:`state`), to go on from; ``replay``: recorded decisions to make again."""
 
     def __init__(self, batches: Batches, copies: BatchCopies | ExampleCopies, saved: Optional[dict] = None,
-                 augment: Optional[Callable[[Batch, int], Batch]] = None, replay: Optional[Replay] = None):
+                 augment: Optional[Callable[[Batch, int], Batch]] = None, replay: Optional[Replay] = None,
+                 min_worth: float = 0.0):
         saved = saved or {}
         self.batches, self.pool, self.augment, self.replay = batches, copies, augment, replay
+        self.gate = WorthGate(min_worth, saved)
         self.fresh_items, self.copies = saved.get("fresh_batches", 0), saved.get("copies", 0)
         self.decisions = Decisions(saved.get("decisions"))
         if saved:  # resumed: the batch read ahead at the save is dropped, and the copies start over
@@ -165,7 +207,7 @@ class Autopilot:
             concurrent.futures.wait([self._pending, step_done], timeout=self.batches.timeout_s,
                                     return_when=concurrent.futures.FIRST_COMPLETED)
             candidate = None if self._pending.done() else candidate
-        return candidate
+        return candidate if candidate is not None and self.gate.allows() else None
 
     def _planned(self, between: Callable[[], None]) -> Optional[str]:
         """The replayed record's next decision (None: the clock's), after the resumptions it records: each drops
@@ -193,7 +235,8 @@ class Autopilot:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the autopilot: its counts and decisions so far."""
-        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs}
+        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs,
+                **self.gate.state()}
 
     def settle(self) -> None:
         """Wait for the read in flight (within the timeout), so the iterator is idle and can be saved. The batch
@@ -220,9 +263,15 @@ def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, save
     if not pipeline.echo.auto:
         return batches
     return Autopilot(batches, copies_for(pipeline.echo, pipeline.seed), saved,
-                     stream.augment_batches(workload, pipeline), replay)
+                     stream.augment_batches(workload, pipeline), replay, pipeline.echo.min_worth)
 
 
 def autopilot_state(inputs: Any) -> dict[str, Any]:
     """The autopilot's state for a checkpoint; empty for plain batches."""
     return inputs.state() if isinstance(inputs, Autopilot) else {}
+
+
+def observe_worth(inputs: Any, row: dict[str, Any]) -> None:
+    """An evaluation's row to the autopilot's gate: the estimate the protocol's pilot chose (worth.CHOSEN)."""
+    if isinstance(inputs, Autopilot) and worth.CHOSEN is not None:
+        inputs.gate.observe(row.get(f"copy_worth_{worth.CHOSEN}"))

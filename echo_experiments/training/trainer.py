@@ -36,7 +36,7 @@ from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.training import decisions, optim, parallel, timing, tuning, worth
-from echo_experiments.training.autopilot import Autopilot, autopilot_state, trainer_inputs
+from echo_experiments.training.autopilot import Autopilot, autopilot_state, observe_worth, trainer_inputs
 from echo_experiments.training.checkpoints import Checkpoints
 from echo_experiments.training.checkpoints import exist as checkpoints_exist
 from echo_experiments.training.clocks import Clocks, ClockState
@@ -321,6 +321,7 @@ class Trainer:
         if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
             row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
             loop.trained_at_eval, loop.fresh_at_eval = examples_trained, count
+        observe_worth(self.inputs, row)
         if self.mesh.writes_run_dir:
             self.run_dir.append_metrics(row)
         if self.events:

@@ -38,6 +38,9 @@ HELD_OUT_BATCHES = 8
 # Below this spread of c among an interval's steps the fit cannot tell copies from fresh examples.
 MIN_COPY_SPREAD = 0.01
 CANDIDATES = COPY_WORTH_CANDIDATES
+# The candidate the autopilot's gate reads (echo.min_worth): the one the pilots chose (docs/protocol.md; None
+# while none has been chosen, and the gate then never closes).
+CHOSEN: Optional[str] = None
 
 
 def held_out_batches(workload: Any, batch_size: int, keys: dict[str, Any]) -> list[dict[str, np.ndarray]]:

@@ -12,7 +12,7 @@ import pytest
 
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.storage import latency_at
-from echo_experiments.training.autopilot import Autopilot, BatchCopies, ExampleCopies
+from echo_experiments.training.autopilot import PROBE_EVERY, Autopilot, BatchCopies, ExampleCopies, WorthGate
 from echo_experiments.training.decisions import Decisions, Replay
 from echo_experiments.training.waits import Batches
 
@@ -286,3 +286,42 @@ def test_what_an_example_copy_holds_follows_from_its_index_not_from_how_often_th
     first = asked_often.take(asked_often.candidate(), 1)["read_id"]
     assert (first == asked_once.take(asked_once.candidate(), 1)["read_id"]).all()
     assert not (first == pool().take(pool().candidate(), 2)["read_id"]).all()  # another index, another draw
+
+
+def test_the_worth_gate_closes_below_its_least_worth_and_still_takes_one_chance_in_probe_every():
+    gate = WorthGate(0.25)
+    assert gate.open and gate.allows()  # no estimate yet: copies are made, and measured
+    gate.observe(0.1)
+    assert not gate.open
+    taken = [gate.allows() for _ in range(3 * PROBE_EVERY)]
+    assert sum(taken) == 3 and taken[PROBE_EVERY - 1]  # one chance in PROBE_EVERY, for the estimate to go on
+    gate.observe(None)  # an evaluation with too few copies to tell: the last estimate stands
+    assert not gate.open
+    gate.observe(0.3)
+    assert gate.open and all(gate.allows() for _ in range(5))
+    gate.observe(0.1)
+    again = WorthGate(0.25, gate.state())  # as a checkpoint keeps it
+    assert (again.estimate, again.refused, again.open) == (0.1, 3 * PROBE_EVERY, False)
+    never = WorthGate(0.0)
+    never.observe(-1.0)
+    assert never.open  # min_worth 0: copy whenever the step would wait, whatever the estimate
+
+
+def test_while_copies_are_not_worth_their_cost_the_autopilot_waits_for_the_input():
+    gate, auto = Gate(), None
+    auto = Autopilot(Batches(gate, timeout_s=10, source="a test input"), BatchCopies(8.0), min_worth=0.5)
+    gate.opened.release()
+    auto.next()
+    assert ids(auto.next(running=Step(True))) == 0 and auto.copies == 1  # no estimate yet: it copies
+    auto.gate.observe(0.1)  # an evaluation says a copy is worth 0.1 of a fresh example
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=Step(True)))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.3)  # the step is done and nothing is ready, but a copy is not worth it
+    gate.opened.release()
+    assert ids(result.result(timeout=5)) == 1 and auto.copies == 1
+    auto.gate.observe(0.9)
+    assert ids(auto.next(running=Step(True))) == 1 and auto.copies == 2  # worth it again: a copy
+    saved = auto.state()
+    assert (saved["worth_estimate"], saved["worth_refused"]) == (0.9, 1)
+    gate.opened.release()
+    auto.close()
