@@ -10,7 +10,7 @@ from echo_experiments.training.trainer import run
 ECHOED = [*FAST, "echo=after_batching", "echo.factor=2", "trainer.stop_at_target=false",
           "trainer.max_fresh_examples=3072"]
 WORTH = ("copy_worth_alignment", "copy_worth_loss_ratio", "copy_worth_noise", "copy_worth_loss_drop",
-         "copy_worth_copy_share")
+         "copy_worth_copy_share", "copy_worth_copy_steps")
 
 
 def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_was_worth(tmp_path):

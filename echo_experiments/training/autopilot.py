@@ -48,6 +48,10 @@ RECENT = 4
 # While the estimate says copies are not worth their cost, one chance in this many is still taken: the steps of
 # copies the estimate needs to see whether they have become worth it (at R about 6, about 0.15 copies a fresh batch).
 PROBE_EVERY = 32
+# The weight an evaluation's estimate keeps at the next: the gate's estimate is the mean of the evaluations', each
+# weighted by its steps of copies and halved at every evaluation after it, so that a few probing copies do not
+# overturn what many copies measured, and the old measure still fades within a few evaluations.
+WORTH_MEMORY = 0.5
 Batch = dict[str, np.ndarray]
 
 
@@ -120,13 +124,14 @@ class ExampleCopies:
 
 class WorthGate:
     """Whether a copy the clock allows is made, by what a copy is estimated to be worth: always while no estimate
-    has been made or where ``min_worth`` is 0; while the last estimate is below ``min_worth``, one chance in
-    PROBE_EVERY. ``saved``: its state in a checkpoint (:meth:`state`)."""
+    has been made or where ``min_worth`` is 0; while the estimate (WORTH_MEMORY's mean) is below ``min_worth``, one
+    chance in PROBE_EVERY. ``saved``: its state in a checkpoint (:meth:`state`)."""
 
     def __init__(self, min_worth: float, saved: Optional[dict] = None):
         saved = saved or {}
         self.min_worth = min_worth
         self.estimate: Optional[float] = saved.get("worth_estimate")
+        self.weight: float = saved.get("worth_weight", 0.0)  # the steps of copies behind it, faded
         self.refused = saved.get("worth_refused", 0)  # chances passed up while closed
 
     @property
@@ -140,13 +145,17 @@ class WorthGate:
         self.refused += 1
         return self.refused % PROBE_EVERY == 0
 
-    def observe(self, estimate: Optional[float]) -> None:
-        """An evaluation's estimate; None (too few copies to tell) leaves the last one standing."""
-        if estimate is not None:
-            self.estimate = float(estimate)
+    def observe(self, estimate: Optional[float], copy_steps: float) -> None:
+        """An evaluation's estimate and the steps of copies it rests on; None (too few copies to tell) leaves the
+        estimate as it was."""
+        if estimate is None or copy_steps <= 0:
+            return
+        kept = self.weight * WORTH_MEMORY
+        self.weight = kept + copy_steps
+        self.estimate = (kept * (self.estimate or 0.0) + copy_steps * float(estimate)) / self.weight
 
     def state(self) -> dict[str, Any]:
-        return {"worth_estimate": self.estimate, "worth_refused": self.refused}
+        return {"worth_estimate": self.estimate, "worth_weight": self.weight, "worth_refused": self.refused}
 
 
 class Autopilot:
@@ -274,4 +283,4 @@ def autopilot_state(inputs: Any) -> dict[str, Any]:
 def observe_worth(inputs: Any, row: dict[str, Any]) -> None:
     """An evaluation's row to the autopilot's gate: the estimate the protocol's pilot chose (worth.CHOSEN)."""
     if isinstance(inputs, Autopilot) and worth.CHOSEN is not None:
-        inputs.gate.observe(row.get(f"copy_worth_{worth.CHOSEN}"))
+        inputs.gate.observe(row.get(f"copy_worth_{worth.CHOSEN}"), row.get("copy_worth_copy_steps", 0.0))

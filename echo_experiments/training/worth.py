@@ -143,7 +143,8 @@ class Probe:
         found = estimates(shares, np.array([m[0] for m in own], np.float64), np.asarray(losses, np.float64),
                           np.array([m[1] for m in own], np.float64), np.array([x for x, _ in pairs], np.float64),
                           np.array([y for _, y in pairs], np.float64))
-        return {f"copy_worth_{name}": found[name] for name in (*CANDIDATES, "copy_share")}
+        return {**{f"copy_worth_{name}": found[name] for name in (*CANDIDATES, "copy_share")},
+                "copy_worth_copy_steps": float(shares.sum())}  # the steps of copies the estimates rest on
 
 
 def probe(workload: Any, tx: Any, mesh: Any, every: int, state: Any, batch_spec: dict[str, Any],

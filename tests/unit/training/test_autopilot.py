@@ -291,19 +291,22 @@ def test_what_an_example_copy_holds_follows_from_its_index_not_from_how_often_th
 def test_the_worth_gate_closes_below_its_least_worth_and_still_takes_one_chance_in_probe_every():
     gate = WorthGate(0.25)
     assert gate.open and gate.allows()  # no estimate yet: copies are made, and measured
-    gate.observe(0.1)
+    gate.observe(0.1, 60.0)
     assert not gate.open
     taken = [gate.allows() for _ in range(3 * PROBE_EVERY)]
     assert sum(taken) == 3 and taken[PROBE_EVERY - 1]  # one chance in PROBE_EVERY, for the estimate to go on
-    gate.observe(None)  # an evaluation with too few copies to tell: the last estimate stands
-    assert not gate.open
-    gate.observe(0.3)
+    gate.observe(None, 1.0)  # an evaluation with too few copies to tell: the estimate stands
+    assert (gate.estimate, gate.weight) == (0.1, 60.0)
+    gate.observe(0.9, 1.0)  # one probing copy does not overturn sixty: (30 x 0.1 + 0.9) / 31
+    assert gate.estimate == pytest.approx(3.9 / 31) and not gate.open
+    for _ in range(6):  # copies that have become worth it, measured evaluation after evaluation
+        gate.observe(0.9, 2.0)
     assert gate.open and all(gate.allows() for _ in range(5))
-    gate.observe(0.1)
     again = WorthGate(0.25, gate.state())  # as a checkpoint keeps it
-    assert (again.estimate, again.refused, again.open) == (0.1, 3 * PROBE_EVERY, False)
+    assert (again.estimate, again.weight, again.refused, again.open) == (gate.estimate, gate.weight, 3 * PROBE_EVERY,
+                                                                         True)
     never = WorthGate(0.0)
-    never.observe(-1.0)
+    never.observe(-1.0, 50.0)
     assert never.open  # min_worth 0: copy whenever the step would wait, whatever the estimate
 
 
@@ -313,15 +316,15 @@ def test_while_copies_are_not_worth_their_cost_the_autopilot_waits_for_the_input
     gate.opened.release()
     auto.next()
     assert ids(auto.next(running=Step(True))) == 0 and auto.copies == 1  # no estimate yet: it copies
-    auto.gate.observe(0.1)  # an evaluation says a copy is worth 0.1 of a fresh example
+    auto.gate.observe(0.1, 30.0)  # an evaluation says a copy is worth 0.1 of a fresh example
     result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=Step(True)))
     with pytest.raises(concurrent.futures.TimeoutError):
         result.result(timeout=0.3)  # the step is done and nothing is ready, but a copy is not worth it
     gate.opened.release()
     assert ids(result.result(timeout=5)) == 1 and auto.copies == 1
-    auto.gate.observe(0.9)
+    auto.gate.observe(0.9, 60.0)  # (15 x 0.1 + 60 x 0.9) / 75 = 0.74
     assert ids(auto.next(running=Step(True))) == 1 and auto.copies == 2  # worth it again: a copy
     saved = auto.state()
-    assert (saved["worth_estimate"], saved["worth_refused"]) == (0.9, 1)
+    assert (saved["worth_estimate"], saved["worth_weight"], saved["worth_refused"]) == (pytest.approx(0.74), 75, 1)
     gate.opened.release()
     auto.close()
