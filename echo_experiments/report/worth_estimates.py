@@ -28,8 +28,8 @@ class Pilot:
     within_range: bool  # each estimate must also lie within its condition's measured range over the studies
 
 
-PILOTS = {"copy_worth_pilot_cpu": Pilot(("alignment", "loss_ratio", "noise"), within_range=False),
-          "copy_worth_pilot2_cpu": Pilot(CANDIDATES, within_range=True)}
+PILOTS = {"run-copy_worth_pilot": Pilot(("alignment", "loss_ratio", "noise"), within_range=False),
+          "run-copy_worth_pilot2": Pilot(CANDIDATES, within_range=True)}
 # Where each condition's worth was measured: (workload, placement, echo factor, batch size) -> the sweep whose
 # study 0 gave the pilot run's draw.
 SOURCES = {

@@ -19,7 +19,7 @@ MEASURED = pd.DataFrame([
      "echo_factor": 2.0, "batch_size": 64, "worth": 0.08, "worth_min": 0.0, "worth_max": 0.3}])
 
 
-def _pilot(tmp_path, rows, pilot="copy_worth_pilot_cpu"):
+def _pilot(tmp_path, rows, pilot="run-copy_worth_pilot"):
     for workload, placement, batch, copy_worth in rows:
         make_run(tmp_path / pilot / workload / "runs", f"{placement}-e2", workload=workload,
                  placement=placement, factor=2.0, batch=batch, study=None, fresh=1000, seconds=5.0, steps=20,
@@ -64,9 +64,9 @@ def test_the_second_pilot_chooses_only_a_candidate_within_every_measured_range(t
         ("fashion_mnist", "after_batching", 64, {"alignment": 0.15, "loss_ratio": 0.1, "noise": 0.1,
                                                  "loss_drop": 0.05}),
         ("transformer_pydocs", "before_batching", 32, {"alignment": 0.9, "loss_ratio": 0.2, "noise": 0.2,
-                                                       "loss_drop": 0.65})], pilot="copy_worth_pilot2_cpu")
+                                                       "loss_drop": 0.65})], pilot="run-copy_worth_pilot2")
     choice = worth_estimates.choice(table).set_index("candidate")
-    assert list(choice["pilot"].unique()) == ["copy_worth_pilot2_cpu"]
+    assert list(choice["pilot"].unique()) == ["run-copy_worth_pilot2"]
     # The alignment orders them and is nearer on average (0.065 against 0.14), but 0.15 is outside [-0.07, 0.12].
     assert choice.loc["alignment", "mean_abs_difference"] < choice.loc["loss_drop", "mean_abs_difference"]
     assert choice.loc["alignment", "orders_as_measured"] and not choice.loc["alignment", "within_measured_range"]
