@@ -74,7 +74,10 @@ def _number(value, kind: str = "") -> str:
     """A number for the tables; an effect whose median is not unique (``low-high``, as claims.csv holds it) as the
     range of its two ends."""
     if isinstance(value, str):
-        return "-".join(_number(float(end), kind) for end in value.split("-")) if RANGE.fullmatch(value) else value
+        if not RANGE.fullmatch(value):
+            return value
+        ends = [_number(float(end), kind) for end in value.split("-")]
+        return ends[0] if ends[0] == ends[1] else "-".join(ends)  # "0.86-0.86" says nothing the one number does not
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if math.isinf(value):

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from echo_experiments.report.verdicts.claim_tables import write_block
+from echo_experiments.report.verdicts.claim_tables import _number, write_block
 
 PAGE = "intro\n<!-- b -->\n{}<!-- e -->\nwritten by hand\n"
 
@@ -28,3 +28,8 @@ def test_an_interrupted_rewrite_leaves_the_page_whole(tmp_path, monkeypatch):
         write_block(page, "<!-- b -->", "<!-- e -->", "new\n" * 10_000)
     assert page.read_text() == PAGE.format("old\n")
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]  # no half-written file left beside it
+
+
+@pytest.mark.parametrize("effect, shown", [("0.856-0.864", "0.86"), ("0.71-0.77", "0.71-0.77"), ("1.002-1.11", "1.00-1.11")])
+def test_an_effect_whose_two_medians_round_alike_is_one_number(effect, shown):
+    assert _number(effect) == shown
