@@ -30,6 +30,7 @@ def test_an_interrupted_rewrite_leaves_the_page_whole(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]  # no half-written file left beside it
 
 
-@pytest.mark.parametrize("effect, shown", [("0.856-0.864", "0.86"), ("0.71-0.77", "0.71-0.77"), ("1.002-1.11", "1.00-1.11")])
+@pytest.mark.parametrize("effect, shown",
+                         [("0.856-0.864", "0.86"), ("0.71-0.77", "0.71-0.77"), ("1.002-1.11", "1.00-1.11")])
 def test_an_effect_whose_two_medians_round_alike_is_one_number(effect, shown):
     assert _number(effect) == shown
