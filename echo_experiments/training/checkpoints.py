@@ -10,6 +10,10 @@ exists only once complete; ``max_to_keep`` removes old ones):
   place in the data, shuffle buffers, the echo stage) and the read ids already trained on. Only this part
   is written by TensorFlow, through the small handler below.
 
+A run with the copy-worth estimate (``trainer.copy_worth_every``) adds a fourth, ``worth``: the held-out gradient
+its measures are taken against (its counters are in ``loop``), so that a resumed run measures as if it had never
+stopped. A checkpoint without it resumes with the estimate taken afresh.
+
 Restoring all three gives the same stream of batches and the same fresh-example count as if the run had
 never stopped.
 """
@@ -92,6 +96,7 @@ def exist(directory: Path | str) -> bool:
 
 # What a checkpoint of a run holds, a folder each: the train state, the loop's counters, the input's state.
 ITEMS = ("state", "loop", "input")
+WORTH = "worth"  # the optional fourth: the copy-worth estimate's held-out gradient
 # The suffix of the folder Orbax writes a step into until it is complete (renamed to the step's number then).
 PARTIAL = ".orbax-checkpoint-tmp"
 
@@ -121,7 +126,7 @@ class Checkpoints:
             Path(directory).absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
             item_handlers=dict(zip(ITEMS, (ocp.StandardCheckpointHandler(), ocp.JsonCheckpointHandler(),
-                                           InputHandler()))))
+                                           InputHandler())), **{WORTH: ocp.StandardCheckpointHandler()}))
         absl = logging.getLogger("absl")
         if not any(isinstance(f, _DiskFullSaid) for f in absl.filters):
             absl.addFilter(_DiskFullSaid())
@@ -155,19 +160,27 @@ class Checkpoints:
             shutil.rmtree(folder, ignore_errors=True)
         return partial
 
-    def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any]) -> None:
+    def save(self, step: int, state: Any, iterator: Any, seen: np.ndarray, loop: dict[str, Any],
+             worth: Any = None) -> None:
         """Save; returns once the input's state is written and the train state copied off the device."""
+        extra = {WORTH: ocp.args.StandardSave(worth)} if worth is not None else {}
         self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), loop=ocp.args.JsonSave(loop), input=InputSave(iterator, seen)))
+            state=ocp.args.StandardSave(state), loop=ocp.args.JsonSave(loop), input=InputSave(iterator, seen),
+            **extra))
 
-    def restore(self, step: int, state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
-        """(train state shaped and sharded like ``state``, the seen read ids, the loop's counters); the
+    def restore(self, step: int, state: Any, iterator: Any, worth: Any = None) -> tuple[Any, np.ndarray, dict, Any]:
+        """(train state shaped and sharded like ``state``, the seen read ids, the loop's counters, the held-out
+        gradient shaped like ``worth`` where the checkpoint has one and ``worth`` is given, else None); the
         iterator is restored in place."""
+        extra = ({WORTH: ocp.args.StandardRestore(worth)}
+                 if worth is not None and (self.directory / str(step) / WORTH).is_dir() else {})
         restored = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(state), loop=ocp.args.JsonRestore(), input=InputRestore(iterator)))
-        return restored["state"], restored["input"], dict(restored["loop"])
+            state=ocp.args.StandardRestore(state), loop=ocp.args.JsonRestore(), input=InputRestore(iterator),
+            **extra))
+        return restored["state"], restored["input"], dict(restored["loop"]), restored[WORTH] if extra else None
 
-    def restore_newest(self, steps: list[int], state: Any, iterator: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
+    def restore_newest(self, steps: list[int], state: Any, iterator: Any,
+                       worth: Any = None) -> tuple[Any, np.ndarray, dict, Any]:
         """:meth:`restore` of the newest readable checkpoint of ``steps`` (newest first); a damaged one is said,
         deleted, and the one before it tried. ConfigError when none can be read."""
         for step in steps:
@@ -177,7 +190,7 @@ class Checkpoints:
                     f"{folder} is not a checkpoint this program wrote (it lacks {', '.join(ITEMS)}): move it out of "
                     "the run directory, or choose another hydra.run.dir"))
             try:
-                return self.restore(step, state, iterator)
+                return self.restore(step, state, iterator, worth)
             except Exception as e:  # noqa: BLE001 - Orbax, TensorFlow and NumPy each raise their own on bad bytes
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
                 if _denied(e):  # not damage: the bytes may be fine, and deleting them would lose the run

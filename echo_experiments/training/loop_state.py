@@ -21,6 +21,7 @@ class LoopState:
     trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
     fresh_at_eval: int = 0
     autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
+    copy_worth: dict[str, Any] = field(default_factory=dict)  # the estimate's counters and steps (worth.py)
     started_on: str = ""  # the CPU model of the run's first step (machine.py): it resumes on that model only
 
     @staticmethod

@@ -207,8 +207,11 @@ class Trainer:
         if not steps:
             first = LoopState(next_eval=self.t.eval_every_fresh_examples, started_on=machine.describe()["cpu"])
             return state, FreshCounter(), first, Outcome(), ClockState()
-        state, seen, saved = self.checkpoints.restore_newest(steps, state, iterator)
+        state, seen, saved, gradient = self.checkpoints.restore_newest(steps, state, iterator,
+                                                                       state.params if self.worth else None)
         loop, outcome, clocks = LoopState.restore(saved)
+        if self.worth:
+            self.worth.resume(gradient, loop.copy_worth)
         machine.check_resumed_on(loop.started_on, self.run_dir.path)
         if self.mesh.writes_run_dir:
             self.run_dir.keep_metrics_until(loop.step)
@@ -283,8 +286,9 @@ class Trainer:
                     inputs.settle()
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
                     loop.autopilot = autopilot_state(inputs)
+                    gradient, loop.copy_worth = self.worth.saved() if self.worth else (None, {})
                     self.checkpoints.save(step, state, self.iterator, fresh.seen,
-                                          LoopState.save(loop, outcome, clock_state))
+                                          LoopState.save(loop, outcome, clock_state), gradient)
         bar.close()
         return step
 

@@ -130,6 +130,23 @@ class Probe:
     def _held_out(self) -> dict[str, jax.Array]:
         return self.batches[(self.taken - 1) % len(self.batches)]
 
+    def saved(self) -> tuple[Any, dict[str, Any]]:
+        """(G, the counters and the steps since the last evaluation as JSON): what a checkpoint keeps, so that a
+        resumed run measures as one that never stopped."""
+        def plain(s):
+            share, loss, measures, taken = jax.device_get(s)
+            return [share, float(loss), [float(m) for m in measures], taken]
+        return self.gradient, {"taken": self.taken, "steps": [plain(s) for s in self.steps],
+                               "carried": plain(self.carried) if self.carried else None}
+
+    def resume(self, gradient: Any, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`saved`; a checkpoint without it (``gradient`` None) takes G afresh."""
+        if gradient is None or not saved:
+            return
+        self.gradient, self.taken = gradient, saved["taken"]
+        self.steps = [tuple(s) for s in saved["steps"]]
+        self.carried = tuple(saved["carried"]) if saved["carried"] else None
+
     def at_evaluation(self) -> dict[str, Any]:
         steps, self.steps = self.steps, []
         chain = ([self.carried] if self.carried else []) + steps
