@@ -175,8 +175,41 @@ def test_each_studys_reference_is_chosen_on_the_other_studies():
 def test_the_committed_checks_read_as_their_written_rules_decide():
     rows = autopilot_checks.measure(ROOT / "results").set_index("check")
     assert rows["verdict"].to_dict() == {"A1": "inconclusive", "A2": "inconclusive", "A3": "met",
-                                         "A4": "inconclusive"}
+                                         "A4": "inconclusive", "A6": "not measured"}
+    assert "(conf/experiment/autopilot_window_cpu.yaml estimates its hours)" in rows.loc["A6", "reason"]
     assert round(rows.loc["A1", "band"], 3) == 1.087 and round(rows.loc["A1", "effect"], 3) == 1.082
+
+
+def test_the_window_check_follows_its_written_rule_on_committed_fresh_example_counts(tmp_path):
+    # lm_fine_cpu's three complete studies stand in for A6's sweep (3 studies planned): fixed factors of example
+    # echoing as candidate and reference, fresh examples to target paired over the 11 shared draws that reached.
+    folder = "lm_fine_cpu/transformer_pydocs"
+    for run in (ROOT / "results" / folder / "runs").glob("*tuning.study=[012],*"):
+        shutil.copytree(run, tmp_path / "results" / folder / "runs" / run.name)
+        config = tmp_path / "results" / folder / "runs" / run.name / "config.yaml"
+        config.write_text(config.read_text().replace("studies: 5", "studies: 3"))
+    e = lambda factor: claims.Condition("before_batching", factor)  # noqa: E731
+    window = lambda name, a, b, least=1.8: autopilot_checks.Check(name, "", folder, "window", 1.1, e(a), (e(b),),  # noqa: E731
+                                                                   min_factor=least)
+    checks = [window("A", 2.0, 4.0), window("B", 4.0, 2.0), window("C", 3.0, 2.0, 3.5)]
+    rows = autopilot_checks.measure(tmp_path / "results", checks, bands={}).set_index("check")
+    # e=2 over e=4: 1.77 [1.56, 2.00]; e=4's count is about 15 evaluations, so the lower end is 8.4 beyond 1.
+    assert rows.loc["A", "verdict"] == "not met" and round(rows.loc["A", "effect"], 2) == 1.77
+    assert rows.loc["A", "reason"] == ("its copies cost worth: the interval [1.56, 2] over 11 draws lies above 1, its "
+                                       "lower end 8.4 evaluations beyond it")
+    # e=4 over e=2: 0.57 [0.50, 0.64], below 1.1, but e=2's count is 25 evaluations, under the 40 "no cost" needs.
+    assert rows.loc["B", "verdict"] == "inconclusive" and "at 25 evaluations to before_batching e=2's" in rows.loc[
+        "B", "reason"]
+    assert (rows.loc["B", "range_min"], rows.loc["B", "n_studies"]) == (pytest.approx(0.565, abs=1e-3), 3)
+    # A candidate below its minimum effective factor decides nothing (e=3 trained 2.97 per fresh example).
+    assert rows.loc["C", "reason"] == ("confounded: before_batching e=3 trained a median 2.97 examples per fresh "
+                                       "example at its target, below 3.5")
+    # The same counts with an evaluation every half as many fresh examples (50 to e=2's target) decide "no cost".
+    for config in (tmp_path / "results" / folder / "runs").glob("*/config.yaml"):
+        config.write_text(config.read_text().replace("eval_every_fresh_examples: 1280",
+                                                     "eval_every_fresh_examples: 640"))
+    finer = autopilot_checks.measure(tmp_path / "results", checks[1:2], bands={}).iloc[0]
+    assert finer["verdict"] == "met" and finer["reason"].startswith("no worth that matters: the interval [0.5, 0.64]")
 
 
 def test_the_autopilot_is_held_against_no_echoing_too_when_that_was_fastest(tmp_path):

@@ -11,6 +11,12 @@ measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No 
   and how many studies are within the limit are shown beside it.
 - ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
   below ``limit``.
+- ``window`` (A6): fresh examples to target, the candidate's over one fixed factor's, paired over the shared
+  draws as every "fewer" comparison (evidence.fewer, claims.judge's interval). Its copies cost worth (not met) when
+  the interval lies above 1 with its lower end at least MIN_EVALUATIONS evaluations of the reference's count beyond
+  it; no worth that matters (met) when the interval lies below ``limit`` with the reference's count at least
+  RESOLUTION evaluations; inconclusive otherwise, and when the candidate's median effective factor to the target is
+  below ``min_factor`` (it did not echo at its cap, so its copies were not what was compared).
 
 Beside every check, a diagnostic that decides nothing: the candidate's seconds of training per fresh example over
 no echoing's in the same folder. An echoed step is free only where it runs beside the input; on a CPU-only host it
@@ -33,7 +39,14 @@ from echo_experiments.report import tables
 from echo_experiments.report.collect import results_trials
 from echo_experiments.report.markdown import link_targets, report_link, table
 from echo_experiments.report.verdicts import evidence
-from echo_experiments.report.verdicts.claims import BASELINE, Condition, planned
+from echo_experiments.report.verdicts.claims import (
+    BASELINE,
+    MIN_EVALUATIONS,
+    RESOLUTION,
+    Comparison,
+    Condition,
+    planned,
+)
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever cap its sweep set
@@ -48,10 +61,11 @@ class Check:
     id: str
     statement: str
     folder: str  # results/<sweep>/<workload>
-    kind: str  # within, echoes
+    kind: str  # within, echoes, window
     limit: float
     candidate: Condition = AUTO
     references: tuple[Condition, ...] = tuple(STATIC)
+    min_factor: float = 0.0  # window: the candidate's median effective factor below which nothing is decided
 
 
 CHECKS = [
@@ -64,6 +78,11 @@ CHECKS = [
           "autopilot_cpu-local/fashion_mnist", "echoes", 1.1),
     Check("A4", "where the input is not the bottleneck, no slower than the baseline",
           "autopilot_cpu-local/fashion_mnist", "within", 1.0, references=(BASELINE,)),
+    Check("A6", "where copies pay, its copies from the 4 newest batches are worth a fixed factor's shuffled "
+          "ones: fresh examples to target below 1.1x e = 2's",
+          "autopilot_window_cpu/transformer_pydocs", "window", 1.1,
+          Condition("before_batching", 2.0, label="auto, cap 2", auto=True),
+          (Condition("before_batching", 2.0, label="e=2"),), min_factor=1.8),
 ]
 # The checks of what the autopilot does where the input is the bottleneck: the profiler's advice names it there
 # only where every one is met.
@@ -87,7 +106,10 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
             rows.append({**head, "verdict": NOT_MEASURED,
                          "reason": f"no runs in results/{check.folder} ({planned(check.folder)})"})
         else:
-            measured = _within(trials, check, bands) if check.kind == "within" else _echoes(trials, check)
+            if check.kind == "within":
+                measured = _within(trials, check, bands)
+            else:
+                measured = _echoes(trials, check) if check.kind == "echoes" else _window(trials, check)
             rows.append({**head, **_input_ratio(trials), "pace": _pace(trials, check.candidate), **measured})
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.assign(link=[report_link(results, f) for f in table["evidence"]])
@@ -199,6 +221,37 @@ def _echoes(trials: pd.DataFrame, check: Check) -> dict:
     return {**row, "verdict": MET if below else NOT_MET,
             "reason": f"{int((factors < check.limit).sum())} of {len(factors)} reached trials trained below "
                       f"{check.limit:g} examples per fresh example"}
+
+
+def _window(trials: pd.DataFrame, check: Check) -> dict:
+    (reference,) = check.references
+    effect = evidence.fewer(trials, Comparison(check.folder, "fewer", check.candidate, reference))
+    factors = evidence.trained_per_fresh(evidence.select(trials, check.candidate))
+    factor = float(np.median(factors)) if len(factors) else math.nan
+    row = {"reference": str(reference), "effect": effect["low"], "range_min": effect["study_best_min"],
+           "range_max": effect["study_best_max"], "n_studies": effect["n_studies"]}
+    lo, hi, resolution = effect["ci_low"], effect["ci_high"], effect["resolution"]
+    interval = f"the interval [{lo:.3g}, {hi:.3g}] over {effect['n_draws']} draws"
+    why = _undone(trials, [check.candidate, reference])
+    if not why and effect["off_factor"]:
+        why = f"confounded: {effect['off_factor']}"
+    if not why and math.isnan(factor):
+        why = f"{check.candidate}: no trial reached the target"
+    if not why and factor < check.min_factor:
+        why = (f"confounded: {check.candidate} trained a median {factor:.2f} examples per fresh example at its "
+               f"target, below {check.min_factor:g}")
+    if why:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    beyond = (lo - 1) * resolution  # the lower end's distance above 1, in evaluations of the reference's count
+    if lo > 1 and beyond >= MIN_EVALUATIONS:
+        return {**row, "verdict": NOT_MET, "reason": f"its copies cost worth: {interval} lies above 1, its lower end "
+                                                     f"{beyond:.1f} evaluations beyond it"}
+    if hi < check.limit and resolution >= RESOLUTION:
+        return {**row, "verdict": MET, "reason": f"no worth that matters: {interval} lies below {check.limit:g}, "
+                                                 f"at {resolution:.0f} evaluations to {reference}'s target"}
+    return {**row, "verdict": INCONCLUSIVE,
+            "reason": f"{interval}, at {resolution:.0f} evaluations to {reference}'s target, decides neither: above 1 "
+                      f"by at least {MIN_EVALUATIONS} evaluations, or below {check.limit:g} at {RESOLUTION} or more"}
 
 
 def readme_table(rows: pd.DataFrame) -> str:
