@@ -133,11 +133,13 @@ class Probe:
     def saved(self) -> tuple[Any, dict[str, Any]]:
         """(G, the counters and the steps since the last evaluation as JSON): what a checkpoint keeps, so that a
         resumed run measures as one that never stopped."""
+        steps, carried = jax.device_get((self.steps, self.carried))  # one transfer for every step's values
+
         def plain(s):
-            share, loss, measures, taken = jax.device_get(s)
+            share, loss, measures, taken = s
             return [share, float(loss), [float(m) for m in measures], taken]
-        return self.gradient, {"taken": self.taken, "steps": [plain(s) for s in self.steps],
-                               "carried": plain(self.carried) if self.carried else None}
+        return self.gradient, {"taken": self.taken, "steps": [plain(s) for s in steps],
+                               "carried": plain(carried) if carried else None}
 
     def resume(self, gradient: Any, saved: dict[str, Any]) -> None:
         """Continue from :meth:`saved`; a checkpoint without it (``gradient`` None) takes G afresh."""
