@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from echo_experiments.core.rundir import write_atomic  # noqa: E402
-from echo_experiments.report import comparisons, figures, tables  # noqa: E402
+from echo_experiments.report import comparisons, cost_model, figures, tables  # noqa: E402
 from echo_experiments.report.collect import collect  # noqa: E402
 from echo_experiments.report.text import report_text  # noqa: E402
 
@@ -76,7 +76,7 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
     out.mkdir(parents=True, exist_ok=True)
     fresh = tables.fresh_examples_to_target(trials)
     bounds = tables.search_bounds(trials, search)
-    speed = tables.speedups(trials, include_shared)
+    speed = cost_model.with_model(tables.speedups(trials, include_shared), trials)
     final = tables.final_performance(trials)
     partial = tables.unfinished(trials)
     best = tables.best_trials(trials)

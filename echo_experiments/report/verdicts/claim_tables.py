@@ -21,7 +21,8 @@ SHORT = {"none": "baseline", "before_augmentation": "before aug.", "after_augmen
 COLUMNS = ["claim", "part", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies",
            "n_draws", "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "n_neither", "n_diverged_a",
            "n_diverged_b", "study_best_median", "study_best_min", "study_best_max", "n_studies_against", "resolution",
-           "evaluations", "n_unrecorded", "verdict", "reason", "pending", "evidence"]
+           "evaluations", "n_unrecorded", "model_speedup", "model_speedup_min", "model_speedup_max", "verdict",
+           "reason", "pending", "evidence"]
 # An effect's range of medians in claims.csv: two non-negative ratios.
 RANGE = re.compile(r"[0-9.e+]+-[0-9.e+]+")
 # The marks of the README's cells, said below its table.
@@ -132,10 +133,21 @@ def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
                  "effect [90% interval]": _cell(r).split(": ", 1)[1], "studies": _count(r.n_studies),
                  "draws (fewer/more/same/open; diverged, each side)": _draws(r),
                  "study-best ratio, median (min-max)": _study_best(r),
+                 **({MODEL: _model(r)} if (g["kind"] == "faster").any() else {}),
                  "verdict": r.verdict, "why": _why(r)} for r in g.itertuples()]
         text = table(pd.DataFrame(rows), {})
         out[claim] = text + ("\n" + MARKS if UNRECORDED in text or AGAINST in text else "")
     return out
+
+
+# A column of the seconds' claims: a model, not a measurement (cost_model.py).
+MODEL = "model: an accelerator host's speedup, median (min-max)"
+
+
+def _model(r) -> str:
+    if pd.isna(r.model_speedup):
+        return "-"
+    return f"{_number(r.model_speedup)}x ({_number(r.model_speedup_min)}-{_number(r.model_speedup_max)})"
 
 
 def _why(r) -> str:

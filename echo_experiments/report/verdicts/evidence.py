@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from echo_experiments.report import stats, tables
+from echo_experiments.report import cost_model, stats, tables
 from echo_experiments.report.tables import FACTOR_TOLERANCE
 from echo_experiments.report.verdicts.claims import NO_LOSS_TOLERANCE, Comparison, Condition
 
@@ -149,7 +149,17 @@ def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
     return {"low": float(np.median(values)) if len(values) else math.nan, "ci_low": ci[0], "ci_high": ci[1],
             "n_draws": len(values), "n_studies": len(values),
             "resolution": _reached_median(reference) / cadence if cadence else math.nan,
-            **flags(trials, timed, [comparison.a, comparison.b])}
+            **modelled(trials, comparison), **flags(trials, timed, [comparison.a, comparison.b])}
+
+
+def modelled(trials: pd.DataFrame, comparison: Comparison) -> dict:
+    """Beside a measured speedup, the paper's timing model's (cost_model.py): per study, the reference's modelled
+    seconds over the condition's; the median, min and max over the studies modelled in both."""
+    seconds = cost_model.model_seconds(trials).drop(columns="seconds").rename(columns={"model_seconds": "seconds"})
+    a, b = (per_study_seconds(seconds, c) for c in (comparison.a, comparison.b))
+    ratios = per_study_ratios(b, a, undefined=math.nan).dropna()
+    spread = (float(ratios.median()), float(ratios.min()), float(ratios.max())) if len(ratios) else (math.nan,) * 3
+    return dict(zip(("model_speedup", "model_speedup_min", "model_speedup_max"), spread))
 
 
 def median_interval(values: np.ndarray, level: float = stats.LEVEL) -> tuple[float, float]:

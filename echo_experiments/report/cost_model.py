@@ -1,0 +1,63 @@
+"""What an accelerator host would gain, under the paper's cost model, from the fresh examples the runs measured.
+
+The paper's timing model: the input delivers a fresh batch every ``upstream`` seconds and a step takes
+``downstream`` seconds beside it, so a fresh batch echoed e times costs max(upstream, e x downstream). A study's
+best trial that reached its target after F fresh examples of batches of B would take
+F / B x max(upstream, e x downstream) seconds there: its copies cost the input nothing, which on a CPU-only host,
+where the steps share the cores with the input, they do not. Beside a measured speedup, the modelled one says
+which of the two limits it: fresh examples to target (in both) or the copies' cost to the input (the measured
+alone). Evaluations are not in the model: they fall on the same fresh-example cadence in every condition.
+
+upstream and downstream are a study's medians over its runs that had the machine to themselves (each run
+profiles both before it trains): one store and one model, so one pair for every condition of the study. A study
+with no such run has no model (NaN). The autopilot chooses its factor as it goes, so it has none either.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from echo_experiments.report import tables
+from echo_experiments.report.tables import CONDITION
+
+COLUMNS = ["model_seconds", "model_speedup", "model_speedup_min", "model_speedup_max"]
+
+
+def study_costs(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per study: the median upstream seconds per batch and downstream seconds per step of its runs alone."""
+    timed = trials[tables.alone(trials)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
+    return timed.groupby("study_key")[["upstream_s_per_batch", "downstream_s_per_step"]].median()
+
+
+def model_seconds(trials: pd.DataFrame) -> pd.DataFrame:
+    """study_bests with each study's ``model_seconds``: F / B x max(upstream, e x downstream) of its best trial
+    (inf where it did not reach the target, NaN where the study has no profile alone or the factor is chosen)."""
+    bests = tables.study_bests(trials)
+    costs = study_costs(trials).reindex(bests["study_key"])
+    per_fresh_batch = np.maximum(costs["upstream_s_per_batch"].to_numpy(),
+                                 bests["echo_factor"].to_numpy(float) * costs["downstream_s_per_step"].to_numpy())
+    seconds = bests["fresh"].to_numpy(float) / bests["batch_size"].to_numpy(float) * per_fresh_batch
+    chosen = ~bests["placement"].map(tables.has_nominal_factor).to_numpy(bool)
+    return bests.assign(model_seconds=np.where(chosen, math.nan, seconds))
+
+
+def with_model(speedups: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
+    """The speedups table (tables.speedups) with the model's columns: the median over studies of the modelled
+    seconds to target, and the modelled speedup as per-study pairs (each study's baseline over the same study's
+    condition: median, min and max over the studies modelled in both)."""
+    if speedups.empty:
+        return speedups.assign(**{c: pd.Series(dtype=float) for c in COLUMNS})
+    bests = model_seconds(trials)
+    base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["model_seconds"]
+    rows = {}
+    for key, g in bests.groupby(CONDITION, sort=True):
+        seconds = g["model_seconds"].dropna().to_numpy(float)
+        reference = base.reindex(list(zip(g["workload"], g["batch_size"], g["study_key"]))).to_numpy(float)
+        pairs = [r / s if s > 0 else math.nan for r, s in zip(reference, g["model_seconds"])]
+        pairs = [p for p in pairs if not math.isnan(p)]  # inf over inf (neither reached) is NaN: left out
+        rows[key] = [float(np.median(seconds)) if len(seconds) else math.nan,
+                     *((float(np.median(pairs)), min(pairs), max(pairs)) if pairs else (math.nan,) * 3)]
+    keys = speedups[CONDITION].itertuples(index=False, name=None)
+    values = np.array([rows.get(key, [math.nan] * 4) for key in keys], dtype=float).reshape(-1, 4)
+    return speedups.assign(**dict(zip(COLUMNS, values.T)))
