@@ -26,7 +26,8 @@ from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
 from echo_experiments.training import decisions
 
 RUN_FILES = (CONFIG, METRICS, SUMMARY, decisions.FILE)
-TIMED = "timed"
+TIMED = "timed"  # a sweep folder's timed reruns of its study-best trials (retime.py)
+STORE = "store.json"  # in TIMED: the store overrides they were timed with (retime --store), kept with them
 
 
 def committed_runs(sweep: Path, results: Path) -> Path:
@@ -62,14 +63,19 @@ def _copy(source: Path, destination: Path) -> None:
     """The run files, each in one step and the record last: an interrupted copy leaves no file half-written and
     no record before the files it describes (so it counts as not copied, and the next copy finishes it). Only
     regular files are copied, and a link at the destination is replaced, never written through."""
-    destination.mkdir(parents=True, exist_ok=True)
     for name in sorted(RUN_FILES, key=lambda name: name == SUMMARY):
-        if _regular(source / name):
-            part = destination / f".{name}.part"
-            if os.path.lexists(part):
-                part.unlink()
-            shutil.copy2(source / name, part, follow_symlinks=False)
-            os.replace(part, destination / name)
+        _copy_file(source / name, destination / name)
+
+
+def _copy_file(source: Path, destination: Path) -> None:
+    """One regular file, in one step (nothing where ``source`` is not one)."""
+    if _regular(source):
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        part = destination.with_name(f".{destination.name}.part")
+        if os.path.lexists(part):
+            part.unlink()
+        shutil.copy2(source, part, follow_symlinks=False)
+        os.replace(part, destination)
 
 
 def _left_out(job: Path) -> Optional[str]:
@@ -101,6 +107,8 @@ def archive(sweep: Path, results: Path) -> str:
             continue
         _copy(job, target)
         copied += 1
+    if not _linked(destination / TIMED / STORE, destination):
+        _copy_file(sweep / TIMED / STORE, destination / TIMED / STORE)
     lines = [f"{copied} complete runs -> {destination}"]
     lines += [f"{len(left_out)} runs left out:"] + [f"  {line}" for line in left_out] if left_out else []
     return "\n".join(lines)
@@ -118,6 +126,8 @@ def restore(sweep: Path, results: Path) -> str:
         elif _regular(run / SUMMARY) and not (os.path.lexists(job / SUMMARY) or os.path.lexists(job / "checkpoints")):
             _copy(run, job)
             restored += 1
+    if not (os.path.lexists(sweep / TIMED / STORE) or _linked(sweep / TIMED / STORE, sweep)):
+        _copy_file(source / TIMED / STORE, sweep / TIMED / STORE)
     lines = [f"{restored} committed runs -> {sweep}"]
     return "\n".join(lines + ([f"{len(refused)} left alone:"] + refused if refused else []))
 

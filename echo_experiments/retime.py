@@ -9,9 +9,16 @@ each (condition, study)'s best trial one at a time, with the job's own overrides
 SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run twice once and takes seconds
 only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
 tuning run; each finished run prints both, and what else kept the cores busy meanwhile.
+
+``--store OVERRIDE`` (repeatable: ``--store storage=emulated --store storage.latency_ms=40``) times the trials on
+another store than they were tuned on. The store changes when a fresh batch arrives, never what it holds or its
+order (storage.py reads in order), so the timed run trains as its tuning run did; only ``storage`` overrides are
+taken, and the same check of fresh examples holds them to it. A folder's timed runs are of one store: the first
+call writes its overrides to timed/store.json, and a later call with others is refused.
 """
 
 import argparse
+import json
 import signal
 import subprocess
 import sys
@@ -21,13 +28,13 @@ from typing import Optional
 
 import yaml
 
+from echo_experiments.archive import STORE, TIMED
 from echo_experiments.core.record import RecordError, RunRecord
 from echo_experiments.core.rundir import SUMMARY
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
 from echo_experiments.training.timing import OtherWork
 
-TIMED = "timed"
 # Seconds the machine is watched before the first run, to say at once whether timings made now can count.
 IDLE_CHECK_S = 3.0
 
@@ -119,9 +126,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--timeout-min", type=positive, default=180.0,
                         help="minutes one timed run may take before it is stopped (default 180)")
     parser.add_argument("--list", action="store_true", help="print the trials it would time, and time none")
+    parser.add_argument("--store", action="append", default=[], metavar="OVERRIDE",
+                        help="a storage override to time the trials on another store than they were tuned on "
+                             "(storage=emulated, storage.latency_ms=40; repeatable)")
     args = parser.parse_args(argv)
     if not args.sweep.is_dir():
         print(f"error: no such sweep folder: {args.sweep}", file=sys.stderr)
+        return 2
+    problem = _store_problem(args.sweep, args.store)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     names = best_trials(args.sweep)
     if not names:
@@ -138,11 +152,33 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.list or not todo:
         return 0
     try:
-        overrides = {name: _job_overrides(args.sweep / name) for name in todo}
+        overrides = {name: _job_overrides(args.sweep / name) + args.store for name in todo}
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    (args.sweep / TIMED).mkdir(exist_ok=True)
+    (args.sweep / TIMED / STORE).write_text(json.dumps(args.store) + "\n")
     return _time_all(args.sweep, todo, overrides, args.timeout_min)
+
+
+def _store_problem(sweep: Path, store: list[str]) -> Optional[str]:
+    """Why ``--store`` cannot be taken: an override of something other than the store, or a store other than the
+    one the folder's timed runs were timed on (None where it can)."""
+    other = [o for o in store if not o.split("=", 1)[0].lstrip("+~").split(".")[0] == "storage" or "=" not in o]
+    if other:
+        return (f"--store {other[0]}: only the store may change in a timed run (storage=..., storage.KEY=...), so "
+                "that it trains as its tuning run did")
+    written = sweep / TIMED / STORE
+    try:  # timed runs and no record of their store: an earlier retime's, on the store they were tuned on
+        before = json.loads(written.read_text()) if written.is_file() else (
+            [] if any((sweep / TIMED).glob(f"*/{SUMMARY}")) else None)
+    except (OSError, ValueError):
+        return f"{written} is unreadable: it says which store the timed runs used; restore it or move timed/ away"
+    if before is not None and before != store:
+        shown = " ".join(f"--store {o}" for o in before) or "no --store"
+        return (f"{sweep / TIMED} holds runs timed with {shown}: give the same, or move timed/ away to time them "
+                "on another store")
+    return None
 
 
 def _time_all(sweep: Path, todo: list[str], overrides: dict[str, list[str]], timeout_min: float) -> int:

@@ -297,3 +297,27 @@ def test_retime_refuses_a_folder_without_runs_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == f"error: no such sweep folder: {tmp_path / 'missing'}\n"
     assert retime([str(tmp_path)]) == 2
     assert "nothing to time" in capsys.readouterr().err
+
+
+def test_retime_times_on_another_store_only_and_keeps_a_folder_to_one_store(tmp_path, capsys):
+    from echo_experiments.retime import main as retime
+
+    # Anything but the store would change what the timed run trains, not only when its batches arrive.
+    assert retime([str(tmp_path), "--store", "echo.factor=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --store echo.factor=3: only the store may change in a timed run") and \
+        err.count("\n") == 1
+    assert retime([str(tmp_path), "--store", "storage"]) == 2  # no value: no override
+    capsys.readouterr()
+    # A folder timed on one store is not timed on another, nor (runs of an earlier retime) on a store at all.
+    (tmp_path / "timed" / "job").mkdir(parents=True)
+    (tmp_path / "timed" / "job" / "summary.json").write_text("{}")
+    assert retime([str(tmp_path), "--store", "storage=emulated"]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'timed'} holds runs timed with no --store: give the "
+                                       "same, or move timed/ away to time them on another store\n")
+    (tmp_path / "timed" / "store.json").write_text('["storage=emulated", "storage.latency_ms=40"]')
+    assert retime([str(tmp_path)]) == 2
+    assert "holds runs timed with --store storage=emulated --store storage.latency_ms=40: give" in \
+        capsys.readouterr().err
+    (tmp_path / "timed" / "store.json").write_text("[")
+    assert retime([str(tmp_path)]) == 2 and "store.json is unreadable" in capsys.readouterr().err

@@ -100,3 +100,15 @@ def test_archive_copies_no_link_and_no_run_without_metrics_and_restore_writes_th
     said = restore(fresh, results)
     assert said.splitlines()[0] == f"0 committed runs -> {fresh}" and "goes through the link" in said
     assert sorted(p.name for p in (elsewhere / "job").iterdir()) == before
+
+
+def test_the_store_the_timed_runs_were_timed_on_travels_with_them(tmp_path):
+    sweep = tmp_path / "multirun" / "preset" / "wl"
+    write_run(sweep / "timed" / "a")
+    (sweep / "timed" / "store.json").write_text('["storage=emulated"]\n')
+    archive(sweep, tmp_path / "results")
+    runs = tmp_path / "results" / "preset" / "wl" / "runs"
+    assert (runs / "timed" / "store.json").read_text() == '["storage=emulated"]\n'
+    fresh = tmp_path / "elsewhere" / "preset" / "wl"
+    restore(fresh, tmp_path / "results")
+    assert json.loads((fresh / "timed" / "store.json").read_text()) == ["storage=emulated"]
