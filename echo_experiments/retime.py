@@ -10,11 +10,12 @@ SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run t
 only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
 tuning run; each finished run prints both, and what else kept the cores busy meanwhile.
 
-``--store OVERRIDE`` (repeatable: ``--store storage=emulated --store storage.latency_ms=40``) times the trials on
-another store than they were tuned on. The store changes when a fresh batch arrives, never what it holds or its
-order (storage.py reads in order), so the timed run trains as its tuning run did; only ``storage`` overrides are
-taken, and the same check of fresh examples holds them to it. A folder's timed runs are of one store: the first
-call writes its overrides to timed/store.json, and a later call with others is refused.
+``--exclude TEXT`` leaves out the trials whose job folder names contain it (a sweep's conditions that no timed
+claim reads). ``--store OVERRIDE`` (repeatable: ``--store storage=emulated --store storage.latency_ms=40``) times
+the trials on another store than they were tuned on. The store changes when a fresh batch arrives, never what it
+holds or its order (storage.py reads in order), so the timed run trains as its tuning run did; only ``storage``
+overrides are taken, and the same check of fresh examples holds them to it. A folder's timed runs are of one store:
+the first call writes its overrides to timed/store.json, and a later call with others is refused.
 """
 
 import argparse
@@ -126,6 +127,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--timeout-min", type=positive, default=180.0,
                         help="minutes one timed run may take before it is stopped (default 180)")
     parser.add_argument("--list", action="store_true", help="print the trials it would time, and time none")
+    parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
+                        help="leave out the trials whose job folder names contain TEXT (echo=after_batching, say; "
+                             "repeatable): time only the conditions a claim reads")
     parser.add_argument("--store", action="append", default=[], metavar="OVERRIDE",
                         help="a storage override to time the trials on another store than they were tuned on "
                              "(storage=emulated, storage.latency_ms=40; repeatable)")
@@ -137,9 +141,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    names = best_trials(args.sweep)
+    names = [n for n in best_trials(args.sweep) if not any(text in n for text in args.exclude)]
     if not names:
-        print(f"error: no study in {args.sweep} has a trial that reached its target: nothing to time",
+        print(f"error: no study in {args.sweep} has a trial that reached its target"
+              f"{' outside --exclude' if args.exclude else ''}: nothing to time",
               file=sys.stderr)
         return 2
     todo = []

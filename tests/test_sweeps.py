@@ -321,3 +321,15 @@ def test_retime_times_on_another_store_only_and_keeps_a_folder_to_one_store(tmp_
         capsys.readouterr().err
     (tmp_path / "timed" / "store.json").write_text("[")
     assert retime([str(tmp_path)]) == 2 and "store.json is unreadable" in capsys.readouterr().err
+
+
+def test_retime_leaves_out_the_conditions_excluded(capsys):
+    from echo_experiments.retime import main as retime
+
+    # The committed wall-clock sweep: 5 factors x 5 studies of best trials, every one timed already.
+    runs = str(Path(__file__).parents[1] / "results" / "wall_clock_5_studies_cpu" / "fashion_mnist" / "runs")
+    assert retime([runs, "--list"]) == 0 and capsys.readouterr().out.startswith(f"25 best trials in {runs}; 25 timed")
+    assert retime([runs, "--list", "--exclude", "echo.factor=5", "--exclude", "echo.factor=4"]) == 0
+    assert capsys.readouterr().out.startswith(f"15 best trials in {runs}; 15 timed")
+    assert retime([runs, "--list", "--exclude", "echo.factor="]) == 2
+    assert "has a trial that reached its target outside --exclude: nothing to time" in capsys.readouterr().err

@@ -35,8 +35,8 @@ def model_seconds(trials: pd.DataFrame) -> pd.DataFrame:
     (inf where it did not reach the target, NaN where the study has no profile alone or the factor is chosen)."""
     bests = tables.study_bests(trials)
     costs = study_costs(trials).reindex(bests["study_key"])
-    per_fresh_batch = np.maximum(costs["upstream_s_per_batch"].to_numpy(),
-                                 bests["echo_factor"].to_numpy(float) * costs["downstream_s_per_step"].to_numpy())
+    per_fresh_batch = np.maximum(costs["upstream_s_per_batch"].to_numpy(float),
+                                 bests["echo_factor"].to_numpy(float) * costs["downstream_s_per_step"].to_numpy(float))
     seconds = bests["fresh"].to_numpy(float) / bests["batch_size"].to_numpy(float) * per_fresh_batch
     chosen = ~bests["placement"].map(tables.has_nominal_factor).to_numpy(bool)
     return bests.assign(model_seconds=np.where(chosen, math.nan, seconds))
