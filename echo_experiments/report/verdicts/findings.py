@@ -30,6 +30,9 @@ def findings(claims: pd.DataFrame, checks: pd.DataFrame) -> str:
     for workload, rows in claims[claims["claim"] == WALL_CLOCK].groupby("workload", sort=False):
         faster = rows[[c in headline for c in rows["comparison"]]]
         r = faster.iloc[-1]  # the largest factor
+        if pd.isna(r["ci_low"]):  # no study timed yet: nothing measured to say but that
+            text += f" The wall-clock speedup on `{workload}` is not measured yet."
+            continue
         text += (f" The wall-clock speedup at {r['short']} on `{workload}` is "
                  f"{r['effect']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] ({r['verdict']})")
         for m in rows[[bool(paper.get(c)) for c in rows["comparison"]]].itertuples():

@@ -28,3 +28,11 @@ def test_the_line_counts_the_verdicts_names_the_largest_factors_speedup_and_the_
     # Each verdict named as it is: an inconclusive check is not one the autopilot failed.
     assert line.endswith("met 1 of its 4 checks (met: A1; inconclusive: A2, A4; not measured: A3).")
     assert max(len(row) for row in findings(claims, checks).splitlines()) <= 116
+
+
+def test_a_workload_whose_seconds_are_not_timed_yet_is_said_to_be_so_not_given_a_number():
+    claims = pd.DataFrame([
+        {"claim": "C3", "workload": "lm", "comparison": "before_batching e=5 vs baseline", "short": "e=5",
+         "verdict": "inconclusive", "effect": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")}])
+    line = " ".join(findings(claims, pd.DataFrame({"check": [], "verdict": []})).split())
+    assert "The wall-clock speedup on `lm` is not measured yet." in line and "nan" not in line
