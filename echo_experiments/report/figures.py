@@ -208,7 +208,8 @@ def curves(curves_table: pd.DataFrame) -> Optional[Figure]:
 
 def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
     """Training-time speedup over the baseline against the echo factor (median, min-max over studies), beside
-    the ideal max(1, min(e, R))."""
+    the paper's timing model's from the same fresh examples (cost_model.py, where the table has it) and the ideal
+    max(1, min(e, R))."""
     echoed = speedup_table[(speedup_table["echo_factor"] > 1) & np.isfinite(speedup_table["speedup"])]
     if echoed.empty:
         return None
@@ -220,6 +221,10 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
             g = g.sort_values("echo_factor")
             _errorbar(ax, g["echo_factor"], g, _label(placement, shuffle or 0), y="speedup", low="speedup_min",
                       high="speedup_max")
+            if "model_speedup" in g and np.isfinite(g["model_speedup"].to_numpy(float)).any():
+                ax.plot(g["echo_factor"], g["model_speedup"], ls=":", marker="s", mfc="none",
+                        color=ax.lines[-1].get_color(),
+                        label=f"{_label(placement, shuffle or 0)}: the timing model (copies cost the input nothing)")
         e = np.array(sorted(rows["echo_factor"].unique()))
         ratio = rows["R"].dropna()
         if len(ratio) and math.isfinite(ratio.iloc[0]):

@@ -17,7 +17,7 @@ from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report import copy_worth, worth_estimates
-from echo_experiments.report.verdicts import autopilot_checks, findings
+from echo_experiments.report.verdicts import autopilot_checks, findings, key_figure
 from echo_experiments.report.verdicts.claim_tables import (
     claim_tables,
     measure,
@@ -61,6 +61,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    figure = key_figure.write(args.results, claims)
     counts = claims["verdict"].value_counts().to_dict()
     print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
     counts = checks["verdict"].value_counts().to_dict()
@@ -68,6 +69,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth")
     print(f"{len(estimated)} runs with the estimate -> {args.results / 'copy_worth_estimates.csv'} "
           f"(the pilot's choice: {args.results / 'copy_worth_choice.csv'})")
+    print(f"C3's speedups -> {figure}" if figure else "C3's speedups: none measured, no figure")
     return 0
 
 
