@@ -6,7 +6,9 @@ best trial that reached its target after F fresh examples of batches of B would 
 F / B x max(upstream, e x downstream) seconds there: its copies cost the input nothing, which on a CPU-only host,
 where the steps share the cores with the input, they do not. Beside a measured speedup, the modelled one says
 which of the two limits it: fresh examples to target (in both) or the copies' cost to the input (the measured
-alone). Evaluations are not in the model: they fall on the same fresh-example cadence in every condition.
+alone). Evaluations are not in the model: they fall on the same fresh-example cadence in every condition. upstream
+is the whole input pipeline's time a batch, as each run profiles it: where the echo stage comes before augmentation,
+the copies' own augmentation is in neither term (on fashion_mnist it is small beside the store's reads).
 
 upstream and downstream are a study's medians over its runs that had the machine to themselves (each run
 profiles both before it trains): one store and one model, so one pair for every condition of the study. A study
