@@ -29,11 +29,12 @@ def env_with_xla_flags(*flags: str) -> dict[str, str]:
 
 
 def metric_rows(run_dir):
-    """A run directory's metrics.jsonl rows without their clock readings (the keys ending in _s), the part two
-    runs of the same config must agree on."""
+    """A run directory's metrics.jsonl rows without their clock readings (the keys ending in _s, and input_slowdown,
+    a ratio of two), the part two runs of the same config must agree on."""
     from echo_experiments.core.rundir import RunDir
 
-    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in RunDir(run_dir).metrics()]
+    return [{k: v for k, v in r.items() if not k.endswith("_s") and k != "input_slowdown"}
+            for r in RunDir(run_dir).metrics()]
 
 
 def signal_at_evaluation(monkeypatch, n: int, signum: int = signal.SIGINT):

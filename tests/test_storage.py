@@ -55,6 +55,12 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
     assert [r["fresh_examples"] for r in RunDir(tmp_path).metrics()] == [160, 320]
     assert summary["upstream_s_per_batch"] > 0 and summary["downstream_s_per_step"] > 0
     assert summary["other_cores"] >= 0  # what else ran on the machine meanwhile (its test: test_profile)
+    # What the steps and copies cost the input: seconds of training per fresh batch (of 32 fresh examples) between
+    # two evaluations over the input's alone; none over the first interval, which holds the shuffle buffer's filling.
+    first, second = RunDir(tmp_path).metrics()
+    expected = (second["wall_time_s"] - first["wall_time_s"]) / (160 / 32) / summary["upstream_s_per_batch"]
+    assert "input_slowdown" not in first and second["input_slowdown"] == pytest.approx(expected)
+    assert summary["input_slowdown"] == pytest.approx(expected)  # the median of the one
 
 
 @pytest.mark.parametrize("argv,message", [

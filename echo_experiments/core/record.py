@@ -142,6 +142,7 @@ class RunRecord:
     upstream_downstream_ratio: Optional[float] = None
     recommended_echo_factor: Optional[float] = None
     accelerator_idle_fraction: Optional[float] = None
+    input_slowdown: Optional[float] = None  # training/timing.py: the median over evaluations
     machine: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     schema_version: int = SCHEMA_VERSION

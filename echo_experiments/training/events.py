@@ -7,7 +7,8 @@ rows are the ones metrics.jsonl gets, so the event files never say anything metr
 Tags: ``eval/<metric>``, ``train/loss``, ``train/learning_rate``, ``train/fresh_examples`` and
 ``train/effective_echo_factor`` (examples trained / fresh examples so far, the record's effective_echo_factor: e
 once the echo stage is in steady state; with the autopilot also ``train/delivered_per_fresh``, metrics.jsonl's
-factor it chose since the evaluation before), ``worth/<candidate>`` (with ``trainer.copy_worth_every``, the
+factor it chose since the evaluation before; where the run profiled its input, ``train/input_slowdown``: timing.py),
+``worth/<candidate>`` (with ``trainer.copy_worth_every``, the
 copy-worth estimate: worth.py) and ``time/<clock>`` on the step axis; the same losses and metrics
 again under ``by_fresh/`` with fresh examples as the step, the axis the paper compares echoed and baseline runs on;
 ``outcome/...`` once at the end (the HParams dashboard's metrics: fresh examples to target, reached or not, the
@@ -27,7 +28,8 @@ from echo_experiments.core.record import RunRecord
 
 TB = "tb"
 # Row keys that are bookkeeping, not curves.
-_NOT_CURVES = {"step", "fresh_examples", "examples_trained", "learning_rate", "train_loss", "delivered_per_fresh"}
+_NOT_CURVES = {"step", "fresh_examples", "examples_trained", "learning_rate", "train_loss", "delivered_per_fresh",
+               "input_slowdown"}
 _CLOCKS = {"elapsed_s", "wall_time_s", "eval_time_s"}
 _WORTH = "copy_worth_"  # the copy-worth estimate's fields (worth.py): curves of training, not of evaluation
 # tf.summary.scalar stores float32 and raises on a larger value (a diverging LM's perplexity, exp(568), is one);
@@ -61,7 +63,8 @@ class Events:
             scalars = {"train/loss": row.get("train_loss"), "train/learning_rate": row.get("learning_rate"),
                        "train/fresh_examples": fresh,
                        "train/effective_echo_factor": row["examples_trained"] / fresh if fresh else None,
-                       "train/delivered_per_fresh": row.get("delivered_per_fresh")}
+                       "train/delivered_per_fresh": row.get("delivered_per_fresh"),
+                       "train/input_slowdown": row.get("input_slowdown")}
             scalars.update({f"worth/{k[len(_WORTH):]}": v for k, v in row.items() if k.startswith(_WORTH)})
             metrics = {k: v for k, v in row.items()
                        if k not in _NOT_CURVES and k not in _CLOCKS and not k.startswith(_WORTH)}

@@ -20,6 +20,7 @@ class LoopState:
     pending_losses: list[float] = field(default_factory=list)  # train losses since the last evaluation
     trained_at_eval: int = 0  # examples trained at the last evaluation (the autopilot's factor between two)
     fresh_at_eval: int = 0
+    wall_at_eval: Optional[float] = None  # wall_time_s at the last evaluation (None: none yet; input_slowdown)
     autopilot: dict[str, Any] = field(default_factory=dict)  # its counts and decisions so far (autopilot.py)
     copy_worth: dict[str, Any] = field(default_factory=dict)  # the estimate's counters and steps (worth.py)
     started_on: str = ""  # the CPU model of the run's first step (machine.py): it resumes on that model only

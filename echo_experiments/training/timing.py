@@ -11,6 +11,10 @@ factor it suggests (``python -m echo_experiments.profile [overrides]`` prints th
   1 - (steps * downstream_s_per_step + eval_time_s) / (elapsed_s - startup_s);
 - other_cores: the mean number of cores that other processes kept busy while the run trained (OtherWork). A
   timed run that shared the machine measured the other work too (docs/protocol.md: such runs do not count).
+- input_slowdown: per evaluation, the seconds of training per fresh batch since the evaluation before over
+  upstream_s_per_batch (input_slowdown below); the record's is its median. Where the input bounds the run it is
+  what its steps, copies included, cost the input on this host: 1 where they cost it nothing (an accelerator
+  host), 1.1 where they take a tenth; where the steps bound it, it is their time instead.
 
 Every run measures the first two before it trains and writes all of them into its summary.json.
 """
@@ -68,6 +72,10 @@ class Timing:
         if elapsed_s <= 0:
             return 0.0
         return float(min(1.0, max(0.0, 1 - (steps * self.downstream_s_per_step + busy_s) / elapsed_s)))
+
+    def input_slowdown(self, wall_s: float, fresh_batches: float) -> Optional[float]:
+        """Seconds of training per fresh batch over the input's alone (None over no fresh batch)."""
+        return wall_s / fresh_batches / self.upstream_s_per_batch if fresh_batches > 0 else None
 
     def as_dict(self) -> dict[str, float]:
         return {**asdict(self), "upstream_downstream_ratio": self.ratio,

@@ -155,6 +155,7 @@ class Trainer:
         self.events: Optional[Events] = None
         self.inputs: Optional[Batches | Autopilot] = None
         self.worth: Optional[worth.Probe] = None  # the copy-worth estimate (trainer.copy_worth_every)
+        self.facts: Optional[timing.Timing] = None  # upstream and downstream time, profiled before training
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
@@ -227,7 +228,7 @@ class Trainer:
             train_step = self._compile(state)
             compile_s = time.perf_counter() - began
             self._started()
-            facts = self._timing_facts(train_step, state)
+            self.facts = facts = self._timing_facts(train_step, state)
             self._started()
             # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
             self.iterator = iter(self.batches)
@@ -324,7 +325,10 @@ class Trainer:
                **(self.worth.at_evaluation() if self.worth else {})}
         if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
             row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
-            loop.trained_at_eval, loop.fresh_at_eval = examples_trained, count
+        if self.facts and loop.wall_at_eval is not None:  # the first interval holds the shuffle buffer's filling
+            batches = (count - loop.fresh_at_eval) / self.spec.pipeline.batch_size
+            row["input_slowdown"] = self.facts.input_slowdown(train_s - loop.wall_at_eval, batches)
+        loop.trained_at_eval, loop.fresh_at_eval, loop.wall_at_eval = examples_trained, count, train_s
         observe_worth(self.inputs, row)
         if self.mesh.writes_run_dir:
             self.run_dir.append_metrics(row)
@@ -362,8 +366,10 @@ class Trainer:
                                           "examples_trained_to_target": None, "seconds_to_target": None}
         at = ((to_target.get("examples_trained_to_target"), to_target["fresh_examples_to_target"]) if outcome.to_target
               else (examples_trained, count))
+        slowdowns = [r["input_slowdown"] for r in self.run_dir.metrics() if r.get("input_slowdown") is not None]
         timing_facts = ({**facts.as_dict(), "accelerator_idle_fraction": facts.idle_fraction(
-            step, elapsed_s - startup_s, busy_s)} if facts else {})
+            step, elapsed_s - startup_s, busy_s), "input_slowdown": float(np.median(slowdowns)) if slowdowns else None}
+            if facts else {})
         return {
             "status": outcome.status, "steps": step, "fresh_examples": count, "examples_trained": examples_trained,
             "elapsed_s": elapsed_s, "startup_s": startup_s, "wall_time_s": elapsed_s - busy_s,
