@@ -10,12 +10,15 @@ SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run t
 only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
 tuning run; each finished run prints both, and what else kept the cores busy meanwhile.
 
-``--exclude TEXT`` leaves out the trials whose job folder names contain it (a sweep's conditions that no timed
-claim reads). ``--store OVERRIDE`` (repeatable: ``--store storage=emulated --store storage.latency_ms=40``) times
-the trials on another store than they were tuned on. The store changes when a fresh batch arrives, never what it
-holds or its order (storage.py reads in order), so the timed run trains as its tuning run did; only ``storage``
-overrides are taken, and the same check of fresh examples holds them to it. A folder's timed runs are of one store:
-the first call writes its overrides to timed/store.json, and a later call with others is refused.
+``--again`` times each trial timed alone once a second time (timed/<job folder>,again): the two timings of one
+training give the timing band of the autopilot's checks on this CPU model (docs/protocol.md), and a speedup takes
+the median of both. ``--exclude TEXT`` leaves out the trials whose job folder names contain it (a sweep's
+conditions that no timed claim reads). ``--store OVERRIDE`` (repeatable: ``--store storage=emulated --store
+storage.latency_ms=40``) times the trials on another store than they were tuned on. The store changes when a fresh
+batch arrives, never what it holds or its order (storage.py reads in order), so the timed run trains as its tuning
+run did; only ``storage`` overrides are taken, and the same check of fresh examples holds them to it. A folder's
+timed runs are of one store: the first call writes its overrides to timed/store.json, and a later call with others
+is refused.
 """
 
 import argparse
@@ -35,6 +38,8 @@ from echo_experiments.core.rundir import SUMMARY
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
 from echo_experiments.training.timing import OtherWork
+
+AGAIN = ",again"  # the folder suffix of a trial's second timing (--again)
 
 # Seconds the machine is watched before the first run, to say at once whether timings made now can count.
 IDLE_CHECK_S = 3.0
@@ -130,6 +135,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
                         help="leave out the trials whose job folder names contain TEXT (echo=after_batching, say; "
                              "repeatable): time only the conditions a claim reads")
+    parser.add_argument("--again", action="store_true",
+                        help="time each trial timed alone once a second time, into timed/<job folder>,again: two "
+                             "timings of one training on this CPU model, the timing band of the autopilot's checks")
     parser.add_argument("--store", action="append", default=[], metavar="OVERRIDE",
                         help="a storage override to time the trials on another store than they were tuned on "
                              "(storage=emulated, storage.latency_ms=40; repeatable)")
@@ -147,12 +155,9 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"{' outside --exclude' if args.exclude else ''}: nothing to time",
               file=sys.stderr)
         return 2
-    todo = []
-    for name in names:
-        timed = _record(args.sweep / TIMED / name / SUMMARY)
-        if timed is None or (args.redo_shared and not tables.was_alone(timed.other_cores)):
-            todo.append(name)
-    print(f"{len(names)} best trials in {args.sweep}; {len(names) - len(todo)} timed already, {len(todo)} to time"
+    todo = _todo(args.sweep, names, args.redo_shared, args.again)
+    done = "timed twice already" if args.again else "timed already"
+    print(f"{len(names)} best trials in {args.sweep}; {len(names) - len(todo)} {done}, {len(todo)} to time"
           + "".join(f"\n  {n}" for n in todo))
     if args.list or not todo:
         return 0
@@ -163,7 +168,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     (args.sweep / TIMED).mkdir(exist_ok=True)
     (args.sweep / TIMED / STORE).write_text(json.dumps(args.store) + "\n")
-    return _time_all(args.sweep, todo, overrides, args.timeout_min)
+    return _time_all(args.sweep, todo, overrides, args.timeout_min, AGAIN if args.again else "")
+
+
+def _todo(sweep: Path, names: list[str], redo_shared: bool, again: bool) -> list[str]:
+    """The trials still to time: not timed (or, with ``redo_shared``, timed beside other work); with ``again``,
+    those timed alone once and not a second time."""
+    todo = []
+    for name in names:
+        first = _record(sweep / TIMED / name / SUMMARY)
+        timed = _record(sweep / TIMED / f"{name}{AGAIN}" / SUMMARY) if again else first
+        if again and (first is None or not tables.was_alone(first.other_cores)):
+            continue  # a second timing pairs with a first one alone
+        if timed is None or (redo_shared and not tables.was_alone(timed.other_cores)):
+            todo.append(name)
+    return todo
 
 
 def _store_problem(sweep: Path, store: list[str]) -> Optional[str]:
@@ -186,8 +205,9 @@ def _store_problem(sweep: Path, store: list[str]) -> Optional[str]:
     return None
 
 
-def _time_all(sweep: Path, todo: list[str], overrides: dict[str, list[str]], timeout_min: float) -> int:
-    """Time each trial in ``todo`` alone, one after another, into SWEEP/timed/<job folder>."""
+def _time_all(sweep: Path, todo: list[str], overrides: dict[str, list[str]], timeout_min: float,
+              suffix: str = "") -> int:
+    """Time each trial in ``todo`` alone, one after another, into SWEEP/timed/<job folder><suffix>."""
     watch = OtherWork()
     time.sleep(IDLE_CHECK_S)
     busy = watch.seconds() / IDLE_CHECK_S
@@ -196,7 +216,7 @@ def _time_all(sweep: Path, todo: list[str], overrides: dict[str, list[str]], tim
               file=sys.stderr)
     began = time.time()
     for i, name in enumerate(todo, 1):
-        out = sweep / TIMED / name
+        out = sweep / TIMED / f"{name}{suffix}"
         # Quoted: job folders are named by their overrides (key=value,key=value), which would parse as a sweep.
         quoted = str(out).replace("\\", "\\\\").replace("'", "\\'")
         command = [sys.executable, "-m", "echo_experiments", *overrides[name], f"hydra.run.dir='{quoted}'"]

@@ -283,11 +283,15 @@ def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it
     # So is one that recorded nothing of other work: the reporter does not count it as alone either.
     path.write_text(json.dumps({k: v for k, v in timed[best[1]].items() if k != "other_cores"}))
     assert retime([str(sweep), "--redo-shared", "--list"]) == 0 and "1 to time" in capsys.readouterr().out
-    path.write_text(json.dumps(timed[best[1]]))
+    # A second timing of a trial timed alone (as it is on an idle machine): the same training, into timed/<job>,again.
+    path.write_text(json.dumps({**timed[best[1]], "other_cores": 0.0}))
+    assert retime([str(sweep), "--again"]) == 0
+    again = json.loads((sweep / "timed" / f"{best[1]},again" / "summary.json").read_text())
+    assert again["fresh_examples_to_target"] == best[0]
     assert report([str(sweep), "--out", str(tmp_path / "report")]) == 0
     table = pd.read_csv(tmp_path / "report" / "fresh_examples_to_target.csv")
     assert table[["n_studies", "n_trials", "median"]].values.tolist() == [[1, 2, best[0]]]
-    assert len(pd.read_csv(tmp_path / "report" / "trials.csv")) == 3
+    assert len(pd.read_csv(tmp_path / "report" / "trials.csv")) == 4
 
 
 def test_retime_refuses_a_folder_without_runs_in_one_line(tmp_path, capsys):
@@ -323,7 +327,7 @@ def test_retime_times_on_another_store_only_and_keeps_a_folder_to_one_store(tmp_
     assert retime([str(tmp_path)]) == 2 and "store.json is unreadable" in capsys.readouterr().err
 
 
-def test_retime_leaves_out_the_conditions_excluded(capsys):
+def test_retime_leaves_out_the_conditions_excluded_and_times_again_on_request(capsys):
     from echo_experiments.retime import main as retime
 
     # The committed wall-clock sweep: 5 factors x 5 studies of best trials, every one timed already.
@@ -331,5 +335,8 @@ def test_retime_leaves_out_the_conditions_excluded(capsys):
     assert retime([runs, "--list"]) == 0 and capsys.readouterr().out.startswith(f"25 best trials in {runs}; 25 timed")
     assert retime([runs, "--list", "--exclude", "echo.factor=5", "--exclude", "echo.factor=4"]) == 0
     assert capsys.readouterr().out.startswith(f"15 best trials in {runs}; 15 timed")
+    # A second timing of each trial timed alone once, for the timing band: none made yet.
+    assert retime([runs, "--list", "--again", "--exclude", "echo.factor=5"]) == 0
+    assert capsys.readouterr().out.startswith(f"20 best trials in {runs}; 0 timed twice already, 20 to time")
     assert retime([runs, "--list", "--exclude", "echo.factor="]) == 2
     assert "has a trial that reached its target outside --exclude: nothing to time" in capsys.readouterr().err

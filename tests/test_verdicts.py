@@ -142,6 +142,25 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
                                                                           "twice alone on this CPU model (CPU X)")
 
 
+def test_a_check_of_two_limits_is_met_only_where_both_are_and_a_planned_one_waits_for_its_runs(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / WALL / "runs", results / WALL / "runs")
+    for summary in (results / WALL / "runs").rglob("summary.json"):
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "machine": {"cpu": "CPU X"}}))
+    e = lambda factor: claims.Condition("before_augmentation", factor)  # noqa: E731
+    both = lambda name, over, candidate=e(5.0), shown=True: autopilot_checks.Check(  # noqa: E731
+        name, "", WALL, "within", 1.1, candidate, (e(2.0), e(3.0), e(4.0)), over_baseline=over,
+        shown_before_runs=shown)
+    checks = [both("A", 1 / 1.5), both("B", 0.3), both("C", 1 / 1.5, e(7.0), shown=False)]
+    rows = autopilot_checks.measure(results, checks, bands={"CPU X": 1.0}).set_index("check")
+    # e=5 is 0.786 of the fastest of e = 2-4 (as above) and per study 0.36-0.56 of the baseline's seconds.
+    assert rows.loc["A", "verdict"] == "met" and round(rows.loc["A", "effect"], 3) == 0.786
+    assert "; against no echoing (0.41, limit 0.667): the median is at most 0.67" in rows.loc["A", "reason"]
+    assert rows.loc["B", "verdict"] == "not met" and "against no echoing (0.41, limit 0.3): the median is above" in \
+        rows.loc["B", "reason"]
+    assert "C" not in rows.index  # no runs of its candidate: no row, as its rule says
+
+
 def test_the_timing_band_is_the_widest_ratio_of_one_training_timed_twice_on_one_cpu_model():
     # On local storage the autopilot made no copy: its runs and the baseline's of the same draw trained alike.
     local, slow = (pd.read_csv(ROOT / "results" / f / "trials.csv") for f in

@@ -27,6 +27,7 @@ several CPU models, when a study's best trial has no timing, or when no timing b
 model; it is "not measured" while its folder has no runs.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ class Check:
     candidate: Condition = AUTO
     references: tuple[Condition, ...] = tuple(STATIC)
     min_factor: float = 0.0  # window: the candidate's median effective factor below which nothing is decided
+    # within: a second limit, on the candidate over no echoing's seconds alone, which must be met too (A5)
+    over_baseline: Optional[float] = None
+    shown_before_runs: bool = True  # False: no row until the candidate has runs (its rule says so: A5)
 
 
 CHECKS = [
@@ -78,6 +82,14 @@ CHECKS = [
           "autopilot_cpu-local/fashion_mnist", "echoes", 1.1),
     Check("A4", "where the input is not the bottleneck, no slower than the baseline",
           "autopilot_cpu-local/fashion_mnist", "within", 1.0, references=(BASELINE,)),
+    # Where copies pay: the language model's example echoing on a slow store, the fixed factors' seconds being C3's
+    # timed study-best trials in the same folder; the autopilot's own trials run there alone (lm_fine_cpu.yaml).
+    Check("A5", "where copies pay, no slower than the fastest fixed factor (e = 1 among them) and at least 1.5x "
+          "faster than no echoing",
+          "lm_fine_cpu/transformer_pydocs", "within", 1.0,
+          Condition("before_batching", 8.0, label="auto, cap 8", auto=True),
+          (BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (2.0, 3.0, 4.0, 5.0))),
+          over_baseline=1 / 1.5, shown_before_runs=False),
     Check("A6", "where copies pay, its copies from the 4 newest batches are worth a fixed factor's shuffled "
           "ones: fresh examples to target below 1.1x e = 2's",
           "autopilot_window_cpu/transformer_pydocs", "window", 1.1,
@@ -100,6 +112,8 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
     bands = timing_bands([t for t in read.values() if t is not None]) if bands is None else bands
     for check in checks:
         trials = read[check.folder]
+        if not check.shown_before_runs and (trials is None or evidence.select(trials, check.candidate).empty):
+            continue
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
                 "evidence": check.folder}
         if trials is None or trials.empty:
@@ -107,7 +121,7 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
                          "reason": f"no runs in results/{check.folder} ({planned(check.folder)})"})
         else:
             if check.kind == "within":
-                measured = _within(trials, check, bands)
+                measured = _within(trials, check, bands) if check.over_baseline is None else _both(trials, check, bands)
             else:
                 measured = _echoes(trials, check) if check.kind == "echoes" else _window(trials, check)
             rows.append({**head, **_input_ratio(trials), "pace": _pace(trials, check.candidate), **measured})
@@ -207,6 +221,19 @@ def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict
             "reason": f"the median is {side}, {check.limit:g} x/ the timing band {band:.3f}, "
                       f"each study against the others' fastest reference ({reference}); {meets} of "
                       f"{len(ratios)} studies within {check.limit:g}"}
+
+
+def _both(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict:
+    """Two ``within`` checks that must both be met: against the fastest reference at ``limit``, and against no
+    echoing at ``over_baseline``; not met where either is not met."""
+    fastest = _within(trials, check, bands)
+    baseline = _within(trials, dataclasses.replace(check, limit=check.over_baseline, references=(BASELINE,)), bands)
+    verdicts = {fastest["verdict"], baseline["verdict"]}
+    verdict = NOT_MET if NOT_MET in verdicts else MET if verdicts == {MET} else INCONCLUSIVE
+    over = "-" if math.isnan(baseline["effect"]) else f"{baseline['effect']:.2f}"
+    return {**fastest, "verdict": verdict,
+            "reason": f"against the fastest fixed factor: {fastest['reason']}; against no echoing ({over}, limit "
+                      f"{check.over_baseline:.3g}): {baseline['reason']}"}
 
 
 def _echoes(trials: pd.DataFrame, check: Check) -> dict:
