@@ -119,14 +119,16 @@ def test_the_autopilots_checks_follow_their_written_rules_on_committed_timed_run
     assert (rows.loc["C", "verdict"], rows.loc["D", "verdict"]) == ("met", "not met")
     assert rows.loc["E", "verdict"] == "not measured"
     assert "(conf/experiment/autopilot_cpu.yaml estimates its hours)" in rows.loc["E", "reason"]
-    # The R each check ran at: per study, the median over its runs, re-derived from the committed trials.csv (3.2-3.8
-    # here, not the 5.9 profiled alone: these tuning trials ran two at a time, each step slower).
+    # The R each check ran at: per study, the median over its runs alone (the timed ones here; the tuning trials ran
+    # two at a time, each step slower, and profiled 3.2-3.8), re-derived from the committed trials.csv.
     committed = pd.read_csv(ROOT / "results" / WALL / "trials.csv")
-    ratio = committed["upstream_s_per_batch"] / committed["downstream_s_per_step"]
-    per_study = ratio.groupby(committed["study_key"]).median()
+    timed = committed[committed["other_cores"] <= 0.2]  # the timed reruns, and one tuning trial, run alone
+    ratio = timed["upstream_s_per_batch"] / timed["downstream_s_per_step"]
+    per_study = ratio.groupby(timed["study_key"]).median()
     assert (rows.loc["A", "input_ratio_min"], rows.loc["A", "input_ratio_max"]) == pytest.approx(
         (per_study.min(), per_study.max()))
-    assert "| 3.2-3.8 |" in autopilot_checks.readme_table(rows.reset_index())
+    assert f"| {per_study.min():.1f}-{per_study.max():.1f} |" in autopilot_checks.readme_table(rows.reset_index())
+    assert per_study.min() > 5
     # One study's e=5 best trial, timed alone, said to take 3x as long: the median moves past the limit.
     timed = sorted((results / WALL / "runs" / "timed").glob("*echo.factor=5*tuning.study=0*"))
     record = json.loads((timed[0] / "summary.json").read_text())
