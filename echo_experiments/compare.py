@@ -164,24 +164,30 @@ def _ratios(rows: list[tuple[str, RunRecord]], timing: Timing) -> list[float]:
 
 def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
     """The comparison as Markdown: fresh examples and seconds to target, the speedup beside what R predicts,
-    the factor each run really echoed at, what an echoed example was worth and the R each run measured."""
+    the factor each run really echoed at, what an echoed example was worth, the R each run measured and what its
+    steps and copies cost its input (input_slowdown)."""
     def speedup(r: RunRecord) -> Optional[float]:
         return base.seconds_to_target / r.seconds_to_target if base.seconds_to_target and r.seconds_to_target \
             else None
 
     rows = [("baseline", base), *echoed]
     lines = ["| run | fresh examples to target | seconds to target | speedup | predicted | trained per fresh | "
-             "one echoed example worth | other cores busy | R in the run |", "|---|---|---|---|---|---|---|---|---|"]
+             "one echoed example worth | other cores busy | R in the run | input slowdown |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows:
         predicted = timing.predicted_speedup(r.effective_echo_factor or 1.0) if r is not base else None
         lines.append(f"| {name} | {_cell(r.fresh_examples_to_target, 0)} | {_cell(r.seconds_to_target)} | "
                      f"{_cell(speedup(r), 2) if r is not base else ''} | {_cell(predicted, 2) if predicted else ''} | "
                      f"{_cell(r.effective_echo_factor, 2)} | {_worth_cell(base, r)} | "
-                     f"{_cell(r.other_cores, 2)} | {_cell(r.upstream_downstream_ratio, 2)} |")
+                     f"{_cell(r.other_cores, 2)} | {_cell(r.upstream_downstream_ratio, 2)} | "
+                     f"{'-' if r.input_slowdown is None else _cell(r.input_slowdown, 2)} |")
     shared, ratios = _shared(rows), _ratios(rows, timing)
     lines += ["", f"speedup: baseline seconds / the run's seconds to target; predicted from R = {timing.ratio:.2f} at "
               "the factor the run trained at: max(1, min(e, R)), the bound if every echoed example were as good as "
               "a fresh one; an echoed example's worth w: fresh examples baseline / run = 1 + w (e - 1)",
+              "input slowdown: the run's seconds of training per fresh batch over its input's alone (the median "
+              "over evaluations): 1 where its steps and copies cost the input nothing; an echoed run's above the "
+              "baseline's is what its copies cost the input here",
               f"R (upstream seconds a batch / seconds a step): {timing.ratio:.2f} in the profile, "
               f"{min(ratios):.2f}-{max(ratios):.2f} over the profile and the runs",
               (f"the machine was shared while {' and '.join(shared)} ran (more than {SHARED_CORES:g} cores of other "

@@ -31,6 +31,7 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
         assert rows[name][:2] == [f"{r['fresh_examples_to_target']:,}", f"{r['seconds_to_target']:,.1f}"]
         assert rows[name][4] == f"{r['effective_echo_factor']:,.2f}"
         assert rows[name][7] == f"{r['upstream_downstream_ratio']:,.2f}"  # the R each run measured
+        assert rows[name][8] == f"{r['input_slowdown']:,.2f}"  # what its steps and copies cost the input
     for name, r in (("e=2 at before_augmentation", echoed), ("auto at before_augmentation", auto)):
         assert rows[name][2] == f"{base['seconds_to_target'] / r['seconds_to_target']:,.2f}"
         ratio = base["upstream_s_per_batch"] / base["downstream_s_per_step"]
