@@ -8,7 +8,8 @@ is the fastest too. So a wall-clock sweep is tuned with two jobs at a time, and 
 each (condition, study)'s best trial one at a time, with the job's own overrides, into
 SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run twice once and takes seconds
 only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
-tuning run; each finished run prints both, and what else kept the cores busy meanwhile.
+tuning run (the reporter counts no other: it timed another training); each finished run prints both, and what
+else kept the cores busy meanwhile.
 
 ``--again`` times each trial timed alone once a second time (timed/<job folder>,again): the two timings of one
 training give the timing band of the autopilot's checks on this CPU model (docs/protocol.md), and a speedup takes

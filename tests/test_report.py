@@ -175,6 +175,17 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     assert "Shared timings included" in (tmp_path / "shared" / "report.md").read_text()
 
 
+def test_a_timed_rerun_that_trained_otherwise_is_no_timing_of_its_trial(tmp_path):
+    timing = dict(upstream_s_per_batch=0.6, downstream_s_per_step=0.1, other_cores=0.0)
+    make_run(tmp_path / "runs", "base", fresh=900, seconds=30.0, steps=9, **{**timing, "other_cores": 1.1})
+    make_run(tmp_path / "runs", "timed/base", fresh=1000, seconds=40.0, steps=10, **timing)  # another stream
+    make_run(tmp_path / "runs", "e2", placement="before_augmentation", factor=2.0, fresh=500, seconds=20.0,
+             steps=10, **timing)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    base = table(tmp_path / "out", "speedups.csv").loc[("w", "none", 1.0, 64, 0)]
+    assert base["n_studies_timed"] == 0 and math.isnan(base["median_seconds"])
+
+
 def test_a_study_whose_best_trial_shared_the_machine_is_untimed(tmp_path):
     """Another trial of the study that ran alone does not stand in for its best (it is slower per study), and
     a run that recorded nothing about other work is no timing (older sweeps ran two jobs at a time)."""

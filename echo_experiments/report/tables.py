@@ -239,12 +239,14 @@ def study_machines(trials: pd.DataFrame) -> pd.DataFrame:
 def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:
     """study_bests with each study's ``seconds``: its best trial's seconds to target from a run of it that had
     the machine to itself, or any run of it with ``include_shared`` (NaN: no such run, untimed; inf: the study
-    never reached the target)."""
+    never reached the target). A run counts only where it trained as the best trial did, to the target at the same
+    fresh examples: a timed rerun that did not (another stream) timed another training."""
     t = trials.assign(trial_id=trial_ids(trials))
     timed = t[(alone(t) | include_shared) & (t["status"] == "reached_target")]
-    seconds = timed.groupby(CONDITION + ["study_key", "trial_id"])["seconds_to_target"].median()
+    seconds = timed.groupby(CONDITION + ["study_key", "trial_id", "fresh_examples_to_target"])[
+        "seconds_to_target"].median()
     bests = study_bests(trials)
-    keys = bests[CONDITION + ["study_key", "best_trial"]].itertuples(index=False, name=None)
+    keys = bests[CONDITION + ["study_key", "best_trial", "fresh"]].itertuples(index=False, name=None)
     bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
     return bests
 
