@@ -103,7 +103,8 @@ def test_speedups_table(report):
     t = table(report, "speedups.csv")
     assert list(t.columns) == ["n_studies", "n_studies_reached", "n_studies_timed", "n_runs_shared",
                                "n_runs_unmeasured", "median_seconds", "min_seconds", "max_seconds", "speedup",
-                               "speedup_min", "speedup_max", "pace", "R", "ideal_speedup", "efficiency"]
+                               "speedup_min", "speedup_max", "pace", "R", "ideal_speedup", "efficiency",
+                               "model_seconds", "model_speedup", "model_speedup_min", "model_speedup_max"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the seconds of the best trial by fresh examples: study 0 -> b0b's 12 s (b0a was faster, 10 s,
     # but needed more fresh examples), study 1 -> 8 s.
@@ -121,6 +122,7 @@ def test_speedups_table(report):
     assert (t[["n_runs_shared", "n_runs_unmeasured"]] == 0).all().all()
     assert "Runs that shared the machine" not in (report / "report.md").read_text()
     assert math.isnan(e2["R"]) and math.isnan(e2["ideal_speedup"])  # no timing facts in these runs
+    assert math.isnan(e2["model_speedup"])  # nor a model: it takes the runs' profiled times
     v = t.loc[("v", "after_batching", 2.0, 32, 0)]
     assert math.isnan(v["speedup"]) and math.isnan(v["R"])  # R is measured on the baseline, which v lacks
 

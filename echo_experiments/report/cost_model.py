@@ -11,7 +11,8 @@ is the whole input pipeline's time a batch, as each run profiles it: where the e
 the copies' own augmentation is in neither term (on fashion_mnist it is small beside the store's reads).
 
 upstream and downstream are a study's medians over its runs that had the machine to themselves (each run
-profiles both before it trains): one store and one model, so one pair for every condition of the study. A study
+profiles both before it trains), per workload and batch size: one store and one model, so one pair for every
+condition of the study at that batch size. A study
 with no such run has no model (NaN). The autopilot chooses its factor as it goes, so it has none either.
 """
 
@@ -26,17 +27,21 @@ from echo_experiments.report.tables import CONDITION
 COLUMNS = ["model_seconds", "model_speedup", "model_speedup_min", "model_speedup_max"]
 
 
+KEY = ["workload", "batch_size", "study_key"]  # one pipeline and one step: a batch size has its own of each
+
+
 def study_costs(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per study: the median upstream seconds per batch and downstream seconds per step of its runs alone."""
+    """Per study (of one workload at one batch size): the median upstream seconds per batch and downstream seconds
+    per step of its runs alone."""
     timed = trials[tables.alone(trials)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
-    return timed.groupby("study_key")[["upstream_s_per_batch", "downstream_s_per_step"]].median()
+    return timed.groupby(KEY)[["upstream_s_per_batch", "downstream_s_per_step"]].median()
 
 
 def model_seconds(trials: pd.DataFrame) -> pd.DataFrame:
     """study_bests with each study's ``model_seconds``: F / B x max(upstream, e x downstream) of its best trial
     (inf where it did not reach the target, NaN where the study has no profile alone or the factor is chosen)."""
     bests = tables.study_bests(trials)
-    costs = study_costs(trials).reindex(bests["study_key"])
+    costs = study_costs(trials).reindex(pd.MultiIndex.from_frame(bests[KEY]))
     per_fresh_batch = np.maximum(costs["upstream_s_per_batch"].to_numpy(float),
                                  bests["echo_factor"].to_numpy(float) * costs["downstream_s_per_step"].to_numpy(float))
     seconds = bests["fresh"].to_numpy(float) / bests["batch_size"].to_numpy(float) * per_fresh_batch

@@ -45,7 +45,10 @@ def test_a_study_with_no_profile_alone_and_the_autopilot_have_no_model():
     trials = pd.DataFrame([run("none", 1.0, 0, 0, 1000, alone=False), run("before_batching", 2.0, 0, 0, 600,
                                                                           alone=False),
                            run("none", 1.0, 1, 0, 1000), run("before_batching_auto", 8.0, 1, 0, 300)])
-    seconds = cost_model.model_seconds(trials).set_index(["placement", "study_key"])["model_seconds"]
+    # Another batch size's profile alone is another pipeline's and another step's: it stands in for none of these.
+    trials = pd.concat([trials, pd.DataFrame([{**run("none", 1.0, 0, 1, 900), "batch_size": 20}])], ignore_index=True)
+    seconds = cost_model.model_seconds(trials)
+    seconds = seconds[seconds["batch_size"] == 10].set_index(["placement", "study_key"])["model_seconds"]
     assert math.isnan(seconds[("before_batching", "s0")]) and math.isnan(seconds[("none", "s0")])
     assert math.isnan(seconds[("before_batching_auto", "s1")]) and seconds[("none", "s1")] == pytest.approx(60.0)
     speed = cost_model.with_model(tables.speedups(trials), trials).set_index("placement")
