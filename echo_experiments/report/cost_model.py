@@ -12,8 +12,8 @@ the copies' own augmentation is in neither term (on fashion_mnist it is small be
 
 upstream and downstream are a study's medians over its runs that had the machine to themselves (each run
 profiles both before it trains), per workload and batch size: one store and one model, so one pair for every
-condition of the study at that batch size. A study
-with no such run has no model (NaN). The autopilot chooses its factor as it goes, so it has none either.
+condition of the study at that batch size. A study with no such run has no model (NaN). The autopilot chooses its
+factor as it goes, so it has none either.
 """
 
 import math
@@ -25,8 +25,6 @@ from echo_experiments.report import tables
 from echo_experiments.report.tables import CONDITION
 
 COLUMNS = ["model_seconds", "model_speedup", "model_speedup_min", "model_speedup_max"]
-
-
 KEY = ["workload", "batch_size", "study_key"]  # one pipeline and one step: a batch size has its own of each
 
 
@@ -51,20 +49,16 @@ def model_seconds(trials: pd.DataFrame) -> pd.DataFrame:
 
 def with_model(speedups: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """The speedups table (tables.speedups) with the model's columns: the median over studies of the modelled
-    seconds to target, and the modelled speedup as per-study pairs (each study's baseline over the same study's
-    condition: median, min and max over the studies modelled in both)."""
+    seconds to target, and the modelled speedup as per-study pairs (tables.study_speedups: each study's baseline
+    over the same study's condition; median, min and max over the studies modelled in both)."""
     if speedups.empty:
         return speedups.assign(**{c: pd.Series(dtype=float) for c in COLUMNS})
     bests = model_seconds(trials)
-    base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["model_seconds"]
-    rows = {}
-    for key, g in bests.groupby(CONDITION, sort=True):
-        seconds = g["model_seconds"].dropna().to_numpy(float)
-        reference = base.reindex(list(zip(g["workload"], g["batch_size"], g["study_key"]))).to_numpy(float)
-        pairs = [r / s if s > 0 else math.nan for r, s in zip(reference, g["model_seconds"])]
-        pairs = [p for p in pairs if not math.isnan(p)]  # inf over inf (neither reached) is NaN: left out
-        rows[key] = [float(np.median(seconds)) if len(seconds) else math.nan,
-                     *((float(np.median(pairs)), min(pairs), max(pairs)) if pairs else (math.nan,) * 3)]
-    keys = speedups[CONDITION].itertuples(index=False, name=None)
-    values = np.array([rows.get(key, [math.nan] * 4) for key in keys], dtype=float).reshape(-1, 4)
-    return speedups.assign(**dict(zip(COLUMNS, values.T)))
+    medians = bests.groupby(CONDITION)["model_seconds"].median()
+    pairs = tables.study_speedups(bests.assign(seconds=bests["model_seconds"]))
+    keys = list(speedups[CONDITION].itertuples(index=False, name=None))
+    columns = {"model_seconds": [float(medians.get(key, math.nan)) for key in keys]}
+    for column, summary in (("model_speedup", np.median), ("model_speedup_min", np.min),
+                            ("model_speedup_max", np.max)):
+        columns[column] = [float(summary(pairs[key])) if pairs.get(key) else math.nan for key in keys]
+    return speedups.assign(**columns)

@@ -173,7 +173,7 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
                      "n_runs_unmeasured": int(n_unmeasured.get(key, 0)),
                      **dict(zip(["median", "min", "max"], map(float, spread)))})
     table = pd.DataFrame(rows, columns=CONDITION + SPEEDUP_COUNTS + ["median", "min", "max"])
-    pairs = _study_speedups(bests)
+    pairs = study_speedups(bests)
     for column, summary in (("speedup", np.median), ("speedup_min", np.min), ("speedup_max", np.max)):
         table[column] = [float(summary(pairs[key])) if pairs.get(key) else math.nan
                          for key in table[CONDITION].itertuples(index=False, name=None)]
@@ -201,7 +201,7 @@ def seconds_per_fresh(runs: pd.DataFrame) -> float:
     return float(per_fresh.median()) if len(per_fresh) else math.nan
 
 
-def _study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:
+def study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:
     """Per condition, each study's speedup: the baseline's seconds in that study over the condition's (the same
     study's draws), for the studies timed in both."""
     base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["seconds"]
