@@ -366,7 +366,8 @@ class Trainer:
                                           "examples_trained_to_target": None, "seconds_to_target": None}
         at = ((to_target.get("examples_trained_to_target"), to_target["fresh_examples_to_target"]) if outcome.to_target
               else (examples_trained, count))
-        slowdowns = [r["input_slowdown"] for r in self.run_dir.metrics() if r.get("input_slowdown") is not None]
+        rows = list(self.run_dir.metrics()) if facts or self.worth else []  # read once, for the medians below
+        slowdowns = [r["input_slowdown"] for r in rows if r.get("input_slowdown") is not None]
         timing_facts = ({**facts.as_dict(), "accelerator_idle_fraction": facts.idle_fraction(
             step, elapsed_s - startup_s, busy_s), "input_slowdown": float(np.median(slowdowns)) if slowdowns else None}
             if facts else {})
@@ -381,7 +382,7 @@ class Trainer:
             "effective_echo_factor": at[0] / at[1] if at[0] and at[1] else None,
             **({"echo_copied_batches": self.inputs.copies} if isinstance(self.inputs, Autopilot) else {}),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
-            "copy_worth": worth.summary(list(self.run_dir.metrics())) if self.worth else {},
+            "copy_worth": worth.summary(rows) if self.worth else {},
             **timing_facts,
         }
 
