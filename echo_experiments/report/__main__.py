@@ -103,11 +103,8 @@ def write_report(trials: pd.DataFrame, curves: pd.DataFrame, search: pd.DataFram
             path = out / "figures" / f"{name}.{ext}"
             if fig is None:  # drawn by an earlier report from other runs: it would stand beside these tables
                 path.unlink(missing_ok=True)
-            else:  # in one step, like the tables
-                part = path.with_name(f".{path.name}.part")
-                fig.savefig(part, format=ext, dpi=120, metadata={"Date": None} if ext == "svg" else None,
-                            bbox_inches="tight" if figures.marked(fig) else None)
-                os.replace(part, path)
+            else:
+                figures.save(fig, path)
         if fig is not None:
             plt.close(fig)
     named = {"fresh": fresh, "paired": paired, "best_of_k": best_k, "speed": speed, "final": final, "bounds": bounds,

@@ -7,6 +7,8 @@ studies or trials) says so at its foot.
 """
 
 import math
+import os
+from pathlib import Path
 from typing import Optional
 
 import matplotlib.pyplot as plt
@@ -293,6 +295,16 @@ NOT_YET = "not yet results"
 def marked(fig: Figure) -> bool:
     """Whether the figure carries the not-yet-results line below its axes (saved with a tight bounding box)."""
     return any(t.get_text().startswith(NOT_YET) for t in fig.texts)
+
+
+def save(fig: Figure, path: Path) -> None:
+    """The figure into ``path`` (its suffix the format) in one step, like the tables: a report killed while
+    saving leaves the figure before it. An SVG carries no date, so the same runs make the same bytes."""
+    fmt = path.suffix.lstrip(".")
+    part = path.with_name(f".{path.name}.part")
+    fig.savefig(part, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None,
+                bbox_inches="tight" if marked(fig) else None)
+    os.replace(part, path)
 
 
 def _mark_unfinished(fig: Figure, shown: pd.DataFrame, unfinished: Optional[pd.DataFrame]) -> None:

@@ -2,7 +2,6 @@
 beside the paper's timing model and the ideal, drawn from the folders C3's comparisons read (claims.csv's
 evidence) and only their conditions, so that it shows what the claim table decides."""
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -37,7 +36,5 @@ def write(results: Path, claims: pd.DataFrame) -> Path | None:
         path.unlink(missing_ok=True)
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.part")
-    fig.savefig(part, format="png", dpi=120)
-    os.replace(part, path)
+    figures.save(fig, path)
     return path
