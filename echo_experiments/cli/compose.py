@@ -1,15 +1,17 @@
 """Composing every job a command line runs, with Hydra's compose API, and Hydra's errors turned into one line.
 
 Hydra reports a composition error over several lines, and a sweep would meet a bad value only at the job that
-has it; here every job is composed (past MAX_COMBINATIONS, every condition and every value once) before any
-runs, and each error becomes a ConfigError naming the key, the value and what is allowed.
+has it; here every job is composed (a condition's other tuning trials set on its first's config; past
+MAX_COMBINATIONS, every condition and every value once) before any runs, and each error becomes a ConfigError
+naming the key, the value and what is allowed.
 """
 
+import copy
 import itertools
 import math
 import re
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -85,9 +87,10 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             counts.jobs = math.prod(len(v) for v in sweeps.values())
             counts.conditions = math.prod(len(v) for k, v in sweeps.items() if k not in TRIAL_KEYS)
         composed = 0
-        for combo in _combinations(sweeps):
+        for cfg in _job_configs(sweeps, lambda combo: _compose(config_name, fixed + [f"{k}={v}" for k, v in combo]
+                                                                + hydra_args)):
             composed += 1
-            yield _compose(config_name, fixed + [f"{k}={v}" for k, v in combo] + hydra_args)
+            yield cfg
         if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
             yield first
 
@@ -109,28 +112,43 @@ def _refuse_added_key(override) -> None:
     raise ConfigError.unknown_key(key, registry.keys_of(key.rpartition(".")[0]))
 
 
-def _combinations(sweeps: dict[str, list[str]]) -> Iterable[list[tuple[str, str]]]:
-    """Every combination; past MAX_COMBINATIONS every condition (combination of the keys but a tuning
-    trial's) at the first trial, then each trial once, so that check_command_line finds every condition that
-    repeats another's runs; past MAX_COMBINATIONS conditions, each value once (every value is checked,
-    and only the repeats among those composed are found: the others run)."""
+def _job_configs(sweeps: dict[str, list[str]],
+                 make: Callable[[list[tuple[str, str]]], DictConfig]) -> Iterable[DictConfig]:
+    """Every job's config, ``make`` composing one from its swept values. Composing is most of a sweep's plan
+    (about half a second a job on 2 cores), and a tuning trial's config is its condition's with other values
+    of tuning.study and tuning.trial alone: so each condition is composed at its first trial, each trial
+    value once (which checks it, with Hydra's own error), and a condition's other trials are its config with
+    those two keys set. Past MAX_COMBINATIONS jobs, every condition at its first trial and each trial value
+    once; past MAX_COMBINATIONS conditions, each value once (every value is checked, and only the repeats
+    among those composed are found: the others run)."""
     keys = list(sweeps)
-    if math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS:
-        for values in itertools.product(*(sweeps[k] for k in keys)):
-            yield list(zip(keys, values))
-        return
+    conditions, trials = [k for k in keys if k not in TRIAL_KEYS], [k for k in keys if k in TRIAL_KEYS]
     base = {k: v[0] for k, v in sweeps.items()}
-    conditions = [k for k in keys if k not in TRIAL_KEYS]
-    if math.prod(len(sweeps[k]) for k in conditions) <= MAX_COMBINATIONS:
-        for values in itertools.product(*(sweeps[k] for k in conditions)):
-            yield list({**base, **dict(zip(conditions, values))}.items())
-        rest = [k for k in keys if k in TRIAL_KEYS]
-    else:
-        yield list(base.items())
-        rest = keys
-    for k in rest:
+    if math.prod(len(sweeps[k]) for k in conditions) > MAX_COMBINATIONS:
+        yield make(list(base.items()))
+        for k in keys:
+            for v in sweeps[k][1:]:
+                yield make(list({**base, k: v}.items()))
+        return
+    for k in trials:
         for v in sweeps[k][1:]:
-            yield list({**base, k: v}.items())
+            make(list({**base, k: v}.items()))
+    every_trial = math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS
+    parser = OverridesParser.create()
+    for values in itertools.product(*(sweeps[k] for k in conditions)):
+        cfg = make(list({**base, **dict(zip(conditions, values))}.items()))
+        yield cfg
+        for trial in itertools.product(*(sweeps[k] for k in trials)) if every_trial else []:
+            if list(trial) != [base[k] for k in trials]:
+                yield _with_values(cfg, parser, dict(zip(trials, trial)))
+
+
+def _with_values(cfg: DictConfig, parser: OverridesParser, values: dict[str, str]) -> DictConfig:
+    """A copy of ``cfg`` with ``values`` (key -> an override's value, parsed as Hydra parses it) set."""
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        OmegaConf.update(out, key, parser.parse_override(f"{key}={value}").value(), merge=False)
+    return out
 
 
 def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:

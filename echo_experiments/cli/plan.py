@@ -7,7 +7,6 @@ launcher passes on to them, ECHO_SWEEP_PLAN (its path). Each job appends a line 
 so the last one to finish counts them all.
 """
 
-import copy
 import hashlib
 import json
 import os
@@ -63,9 +62,7 @@ class SweepPlan:
 def job_key(cfg: DictConfig) -> str:
     """The condition a job runs: its config but for the tuning trial it is (a study's trials are alike in
     this), as a short digest, the same in the command and in the job, whichever process runs it."""
-    condition = copy.deepcopy(cfg)
-    condition.tuning.study, condition.tuning.trial = None, None
-    return hashlib.sha256(OmegaConf.to_yaml(condition, resolve=True).encode()).hexdigest()[:16]
+    return _digest(_condition(cfg))
 
 
 def run_key(cfg: DictConfig) -> str:
@@ -73,12 +70,22 @@ def run_key(cfg: DictConfig) -> str:
     placement and no echo shuffle) made equal. A sweep of placements x factors, such as
     `echo=before_batching,after_batching echo.factor=1,2,4`, then makes its baseline once, not per placement.
     The autopilot echoes in the trainer, not in a stage, and what it copies depends on the placement."""
+    condition = _condition(cfg)
     echo = EchoSpec.from_config(cfg.echo)
-    if echo.stage is not Placement.NONE or echo.auto:
-        return job_key(cfg)
-    plain = copy.deepcopy(cfg)
-    plain.echo.placement, plain.echo.shuffle_buffer = Placement.NONE.value, None
-    return job_key(plain)
+    if echo.stage is Placement.NONE and not echo.auto:
+        condition["echo"].update(placement=Placement.NONE.value, shuffle_buffer=None)
+    return _digest(condition)
+
+
+def _condition(cfg: DictConfig) -> dict:
+    """The job's config, resolved, as plain values (a copy), with no tuning trial."""
+    condition = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    condition["tuning"].update(study=None, trial=None)
+    return condition
+
+
+def _digest(condition: dict) -> str:
+    return hashlib.sha256(json.dumps(condition, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def plan(argv: list[str]) -> Optional[SweepPlan]:

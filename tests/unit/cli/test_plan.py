@@ -4,8 +4,10 @@ import json
 
 import pytest
 from conftest import compose_config
+from omegaconf import OmegaConf
 
 from echo_experiments.cli import plan as sweep_plan
+from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.plan import SweepPlan, check_command_line, plan, progress, run_key, time_left
 from echo_experiments.core.schema import ConfigError
 
@@ -34,6 +36,23 @@ def test_one_run_is_a_plan_of_one_job_without_a_sweep_folder_and_help_runs_none(
 def test_every_job_is_checked_before_any_runs():
     assert check_command_line(["-m", "workload=synthetic", "echo.factor=2,0.5"]) == (
         "echo.factor=0.5 is not allowed: a real number >= 1 and <= 1000, or auto")
+
+
+def test_each_jobs_config_is_the_one_hydra_composes_for_it_and_a_bad_trial_value_is_named():
+    # Two conditions x 2 studies x 2 trials: each trial but a condition's first is its config with the two
+    # tuning keys set, not composed again; it must equal the composed one key for key.
+    swept = ["workload=synthetic", "tuning=study", "tuning.studies=2", "tuning.trials=2", "echo.factor=1,2"]
+    jobs = list(compose_all(["echo.factor=1,2", "tuning=study", "tuning.studies=2", "tuning.trials=2",
+                             "workload=synthetic"], multirun=True))
+    assert len(jobs) == 8
+    for cfg in jobs:
+        own = [*swept[:-1], f"echo.factor={cfg.echo.factor:g}", f"tuning.study={cfg.tuning.study}",
+               f"tuning.trial={cfg.tuning.trial}"]
+        assert OmegaConf.to_container(cfg) == OmegaConf.to_container(compose_config(*own))
+    assert sorted((c.echo.factor, c.tuning.study, c.tuning.trial) for c in jobs) == [
+        (f, s, t) for f in (1.0, 2.0) for s in (0, 1) for t in (0, 1)]
+    assert check_command_line(["-m", "workload=synthetic", "echo.factor=1,2", "tuning.study=0,1",
+                               "tuning.trial=0,x"]).startswith("tuning.trial=x is not allowed")
 
 
 def test_time_left_counts_a_resumed_job_by_the_share_of_it_this_command_trained():
