@@ -1,6 +1,6 @@
 # make run     : set up if needed, then the default run (real Fashion-MNIST, offline)
 # make test    : set up if needed, then the test suite
-# make test-fast : the unit layer alone (tests/unit, 1-2 minutes; tests/NOTES.md)
+# make test-fast : the unit layer alone (tests/unit, two workers, about a minute; tests/NOTES.md)
 # make lint   : ruff's checks of the code and its import order (pyproject.toml), as CI runs them
 # make setup   : Debian data packages, a virtual environment, the pinned install
 # make figures : every table, figure and report.md under results/ again, from the committed run directories, then
