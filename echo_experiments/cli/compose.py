@@ -88,7 +88,7 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             counts.conditions = math.prod(len(v) for k, v in sweeps.items() if k not in TRIAL_KEYS)
         composed = 0
         for cfg in _job_configs(sweeps, lambda combo: _compose(config_name, fixed + [f"{k}={v}" for k, v in combo]
-                                                                + hydra_args)):
+                                                                + hydra_args), parser):
             composed += 1
             yield cfg
         if not composed:  # an empty sweep, e.g. tuning.trials=0: the values that emptied it are still checked
@@ -112,8 +112,8 @@ def _refuse_added_key(override) -> None:
     raise ConfigError.unknown_key(key, registry.keys_of(key.rpartition(".")[0]))
 
 
-def _job_configs(sweeps: dict[str, list[str]],
-                 make: Callable[[list[tuple[str, str]]], DictConfig]) -> Iterable[DictConfig]:
+def _job_configs(sweeps: dict[str, list[str]], make: Callable[[list[tuple[str, str]]], DictConfig],
+                 parser: OverridesParser) -> Iterable[DictConfig]:
     """Every job's config, ``make`` composing one from its swept values. Composing is most of a sweep's plan
     (about half a second a job on 2 cores), and a tuning trial's config is its condition's with other values
     of tuning.study and tuning.trial alone: so each condition is composed at its first trial, each trial
@@ -130,17 +130,16 @@ def _job_configs(sweeps: dict[str, list[str]],
             for v in sweeps[k][1:]:
                 yield make(list({**base, k: v}.items()))
         return
-    for k in trials:
-        for v in sweeps[k][1:]:
-            make(list({**base, k: v}.items()))
+    each_value = [make(list({**base, k: v}.items())) for k in trials for v in sweeps[k][1:]]
     every_trial = math.prod(len(v) for v in sweeps.values()) <= MAX_COMBINATIONS
-    parser = OverridesParser.create()
     for values in itertools.product(*(sweeps[k] for k in conditions)):
         cfg = make(list({**base, **dict(zip(conditions, values))}.items()))
         yield cfg
         for trial in itertools.product(*(sweeps[k] for k in trials)) if every_trial else []:
             if list(trial) != [base[k] for k in trials]:
                 yield _with_values(cfg, parser, dict(zip(trials, trial)))
+    if not every_trial:  # these trials are not derived above: their own configs are checked (run_config) instead
+        yield from each_value
 
 
 def _with_values(cfg: DictConfig, parser: OverridesParser, values: dict[str, str]) -> DictConfig:
