@@ -1,5 +1,6 @@
 """Slow storage: records through a real loopback HTTP hop or an emulated store arrive intact and counted."""
 
+import itertools
 import subprocess
 import sys
 
@@ -9,9 +10,11 @@ from conftest import FAST, compose_config
 
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.rundir import RunDir
-from echo_experiments.data import sources
-from echo_experiments.data.storage import LoopbackServer, emulated, http_records, read_cost_s
+from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.data import sources, stream
+from echo_experiments.data.storage import LoopbackServer, Store, emulated, http_records, read_cost_s
 from echo_experiments.training.trainer import run
+from echo_experiments.workloads import make
 
 
 def test_read_cost_is_latency_plus_transfer():
@@ -44,6 +47,27 @@ def test_emulated_store_keeps_records_and_order(data_dir):
     assert all(np.array_equal(a["image"], b["image"]) and a["label"] == b["label"] for a, b in zip(slow, fast))
 
 
+@pytest.mark.parametrize("read_unit", ["record", "example"])
+def test_a_store_reads_what_its_read_unit_names_and_the_stream_stays_the_same(data_dir, monkeypatch, read_unit):
+    """The language model's store of documents is read whole before its first batch (its document shuffle buffer
+    holds more than the split), so only a store of its packed sequences paces its batches: one read each."""
+    cfg = compose_config("workload=transformer_pydocs", "workload.shuffle_buffer=64", "storage=emulated",
+                         "storage.latency_ms=0", "storage.parallel_reads=4", f"storage.read_unit={read_unit}")
+    workload, spec = make(cfg.workload, data_dir), PipelineSpec.from_config(cfg)
+    read = []  # the bytes of each read
+    monkeypatch.setattr("echo_experiments.data.storage.read_cost_s",
+                        lambda nbytes, latency_ms, bandwidth_mb_s: read.append(nbytes) or 0.0)
+    with Store(cfg.storage, workload.train_source) as store:
+        slow = list(itertools.islice(stream.build(workload, spec, store=store).as_numpy_iterator(), 3))
+    plain = list(itertools.islice(stream.build(workload, spec).as_numpy_iterator(), 3))
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(slow, plain, strict=True) for k in a)
+    documents = [sum(len(v) for v in r.values()) for r in workload.train_source.encoded(seed=0).as_numpy_iterator()]
+    if read_unit == "record":
+        assert sorted(read) == sorted(documents)  # every document, before the first batch
+    else:  # packed sequences, all of one size: the sequence shuffle's 64 and the 3 batches of 32 at least
+        assert len(set(read)) == 1 and len(read) >= 64 + 3 * 32
+
+
 @pytest.mark.parametrize("storage", ["storage=http", "storage=emulated"])
 def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, storage):
     summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
@@ -71,6 +95,11 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
     (["storage=http", "storage.parallel_reads=0"],
      "storage.parallel_reads=0 is not allowed: an integer from 1 to 1024 (requests in flight, a thread each)"),
     (["storage=ftp"], "storage=ftp is not allowed: one of emulated, http, local"),
+    (["storage=http", "storage.read_unit=example"],
+     "storage.read_unit=example is not allowed: record with storage.kind=http (the record server serves the data "
+     "set's records); storage=emulated reads examples"),
+    (["storage=emulated", "storage.read_unit=sequence"],
+     "storage.read_unit=sequence is not allowed: one of record, example (example: emulated only)"),
     (["storage=local", "storage.url=http://x"],
      "storage.url=http://x is not allowed: null, or with storage.kind=http a record server's http:// URL"),
 ])

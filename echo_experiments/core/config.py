@@ -5,7 +5,7 @@ Every field states, in one place, the sentence that says what values it allows a
 it (``setting(default, allowed, check)``, schema.py). Both kinds of bad value use that sentence: those
 OmegaConf rejects while composing (``echo.factor=abc``, a misspelt key of a typed section) and those
 validation rejects afterwards (``echo.factor=0``), so the user always gets one line naming the key and what
-is allowed. The few rules that relate two of these keys are written once, in :func:`check_rules`.
+is allowed. The few rules that relate two of these keys are written once, in rules.py.
 
 A workload's section is typed by its task: each task's schema sits beside its workload
 (workloads/<task>_schema.py) and workloads/registry.py stores them in the group ``workload_schema``, so a
@@ -21,11 +21,10 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, OmegaConf
 
 from echo_experiments.core.placement import AUTO, PLACEMENTS
 from echo_experiments.core.schema import (
-    ConfigError,
     boolean,
     field_at,
     folder_name,
@@ -245,6 +244,7 @@ class TuningConfig:
 
 
 STORAGE_KINDS = ("local", "http", "emulated")
+READ_UNITS = ("record", "example")
 
 
 @dataclass
@@ -261,6 +261,9 @@ class StorageConfig:
     latency_schedule: Optional[List[Any]] = setting(
         None, "null or a list of [reads, latency_ms] pairs (reads an integer >= 1, latency_ms a real number >= 0)",
         optional(lambda v: len(v) > 0 and all(len(p) == 2 and integer(1)(p[0]) and real(0)(p[1]) for p in v)))
+    # What one read fetches: a record as the data set stores it (a document, for the language model), or one of
+    # the examples the workload makes of the records (a packed sequence: a store of pre-packed sequences).
+    read_unit: str = setting("record", "one of record, example (example: emulated only)", one_of(*READ_UNITS))
     url: Optional[str] = setting(None, "null, or with storage.kind=http a record server's http:// URL",
                             optional(lambda v: isinstance(v, str) and v.startswith("http://")))
 
@@ -344,57 +347,3 @@ def keys_of(key: str, workload_schemas: tuple[type, ...] = ()) -> list[str]:
         return [f.name for f in fields(Config)]
     found = schema_field(key, workload_schemas)
     return [f.name for f in fields(found.type)] if found is not None and is_dataclass(found.type) else []
-
-
-
-def check_rules(cfg: DictConfig) -> None:
-    """Raise ConfigError for the first pair of shared keys that do not go together (each rule stated once)."""
-    o, t = cfg.optimizer, cfg.trainer
-    step_keys = [k for k in ("warmup_steps", "decay_steps") if o[k] is not None]
-    step_keys += ["decay_boundaries_steps"] if o.decay_boundaries_steps else []
-    fresh_keys = [k for k in ("warmup_fresh_examples", "decay_fresh_examples") if o[k]]
-    fresh_keys += ["decay_boundaries_fresh_examples"] if o.decay_boundaries_fresh_examples else []
-    if step_keys and fresh_keys:
-        raise ConfigError(f"optimizer.{step_keys[0]}", o[step_keys[0]], (
-            f"null while optimizer.{fresh_keys[0]} is set: a schedule is in fresh examples or in steps, not both"))
-    if t.max_fresh_examples is None and t.max_steps is None:
-        raise ConfigError("trainer.max_fresh_examples", None, "an integer >= 1 unless trainer.max_steps is set "
-                          "(a run needs a budget)")
-    if o.schedule == "linear_decay":
-        length, budget = (("decay_steps", "max_steps") if step_keys else ("decay_fresh_examples", "max_fresh_examples"))
-        if o[length] is None and t[budget] is None:
-            raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
-                              "(a linear decay needs a length)")
-    if cfg.echo.min_worth and (cfg.echo.factor != AUTO or not t.copy_worth_every):
-        raise ConfigError("echo.min_worth", cfg.echo.min_worth, "0 unless echo.factor=auto and "
-                          "trainer.copy_worth_every >= 1 (the autopilot copies by the copy-worth estimate)")
-    if cfg.echo.replay is not None and cfg.echo.factor != AUTO:
-        raise ConfigError("echo.replay", cfg.echo.replay, "null unless echo.factor=auto (only the autopilot's "
-                          "decisions are recorded)")
-    st = cfg.storage
-    if st.latency_schedule is not None and st.kind != "emulated":
-        raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")
-    if st.url is not None and st.kind != "http":
-        raise ConfigError("storage.url", st.url, allowed_for("storage.url"))
-    service = cfg.data.service
-    if service is not None and st.kind != "local":
-        raise ConfigError("storage.kind", st.kind, "local with data.service (the service reads the data)")
-    for key in ("checkpoint_every_seconds", "checkpoint_every_steps"):
-        if service is not None and t[key]:
-            raise ConfigError(f"trainer.{key}", t[key], "0 with data.service (the service's workers hold the "
-                              "input's state, which no checkpoint can save)")
-    _check_processes(t)
-
-
-def _check_processes(t: DictConfig) -> None:
-    """Several processes given by hand: the coordinator, the count and this process's id together, the id one
-    of the count (JAX's own checks of these end in tracebacks)."""
-    if not t.distributed or t.coordinator_address is None:
-        return
-    for key, allowed in (("num_processes", "an integer >= 1"), ("process_id", "an integer >= 0")):
-        if t[key] is None:
-            raise ConfigError(f"trainer.{key}", None, f"{allowed} with trainer.coordinator_address (every process "
-                              "is given the count and its own id)")
-    if t.process_id >= t.num_processes:
-        raise ConfigError("trainer.process_id", t.process_id, f"an integer from 0 to {t.num_processes - 1} (one of "
-                          f"the trainer.num_processes={t.num_processes} processes)")

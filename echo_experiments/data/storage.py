@@ -243,21 +243,35 @@ class Store:
             self.url = storage.url or self.server.url
             _meta(self.url)  # an unreachable store fails here, before training
 
+    @property
+    def serves_examples(self) -> bool:
+        """Whether a read fetches one of the workload's examples (``storage.read_unit=example``), not a record."""
+        return self.cfg.kind == "emulated" and self.cfg.get("read_unit", "record") == "example"
+
     def records(self, seed: int) -> tf.data.Dataset:
-        """One epoch of training records."""
+        """One epoch of training records, through the store unless it serves examples (:meth:`examples`)."""
         kind = self.cfg.kind
-        if kind == "local":
+        if kind == "local" or self.serves_examples:
             return self.source.encoded(seed)
         if kind == "http":
-            records = http_records(self.url, self.cfg.parallel_reads)
-        else:
-            schedule = self.cfg.get("latency_schedule")
-            records = emulated(self.source.encoded(seed), self.cfg.latency_ms, self.cfg.bandwidth_mb_s,
-                               self.cfg.parallel_reads, None if schedule is None else [list(p) for p in schedule])
+            return self._threads(http_records(self.url, self.cfg.parallel_reads))
+        return self._emulated(self.source.encoded(seed))
+
+    def examples(self, examples: tf.data.Dataset) -> tf.data.Dataset:
+        """The workload's examples (made from :meth:`records`), each read through the store where it serves
+        examples: a store of the language model's packed sequences rather than of its documents."""
+        return self._emulated(examples) if self.serves_examples else examples
+
+    def _emulated(self, items: tf.data.Dataset) -> tf.data.Dataset:
+        schedule = self.cfg.get("latency_schedule")
+        return self._threads(emulated(items, self.cfg.latency_ms, self.cfg.bandwidth_mb_s, self.cfg.parallel_reads,
+                                      None if schedule is None else [list(p) for p in schedule]))
+
+    def _threads(self, items: tf.data.Dataset) -> tf.data.Dataset:
         # Reads mostly wait: each request in flight needs a thread of its own, beside the CPU-bound stages.
         options = tf.data.Options()
         options.threading.private_threadpool_size = self.cfg.parallel_reads + (os.cpu_count() or 1)
-        return records.with_options(options)
+        return items.with_options(options)
 
     def close(self) -> None:
         if self.server is not None:

@@ -57,9 +57,11 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
     """Training batches, each with the ``read_id`` of every example in it; endless unless ``epochs`` is set.
 
     Records come from ``records`` if given, else from ``store`` (the configured storage), else from the
-    workload's train source; one epoch of them is re-read every epoch. With several hosts each reads every
-    ``host.count``-th example and makes batches of ``batch_size / host.count``; read ids stay unique
-    across hosts. With a tf.data service every stage upstream of the echo point runs on its workers.
+    workload's train source; one epoch of them is re-read every epoch. A store that serves examples
+    (``storage.read_unit=example``) charges its read cost on the examples hook's output instead. With
+    several hosts each reads every ``host.count``-th example and makes batches of ``batch_size /
+    host.count``; read ids stay unique across hosts. With a tf.data service every stage upstream of the echo
+    point runs on its workers.
     """
     stage, seed = spec.echo.stage, spec.seed
     local_batch = spec.batch_size // host.count
@@ -77,6 +79,7 @@ def build(workload: Any, spec: PipelineSpec, *, store: Any = None, host: Host = 
     if records is None:
         records = store.records(seed) if store is not None else workload.train_source.encoded(seed)
     ds = workload.examples(records, seed)
+    ds = store.examples(ds) if store is not None else ds
     if host.count > 1:
         ds = ds.shard(host.count, host.index)
     ds = ds.repeat(epochs).enumerate().map(_plain(lambda i, x: {**x, "read_id": i * host.count + host.index}))

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from echo_experiments.core import config
+from echo_experiments.core import config, rules
 from echo_experiments.core import schema as schema_checks
 from echo_experiments.core.config import CustomWorkloadConfig
 from echo_experiments.core.placement import Placement
@@ -101,7 +101,7 @@ def placements(schema: type) -> tuple[str, ...]:
 
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is not allowed: each field's own check, what the task
-    declares (data sets, metrics, echo points), then the rules between shared keys (config.check_rules)."""
+    declares (data sets, metrics, echo points), then the rules between shared keys (rules.py)."""
     e, w = cfg.echo, cfg.workload
     schema = task_schema(w.task)
     typed_as = CustomWorkloadConfig if issubclass(schema, CustomWorkloadConfig) else schema
@@ -122,7 +122,7 @@ def validate(cfg: DictConfig) -> None:
     if e.placement == "none" and e.factor != 1:
         raise ConfigError("echo.placement", e.placement, f"echo.factor={show(e.factor)} needs an echo point: "
                           f"one of {', '.join(p for p in points if p != 'none')}")
-    config.check_rules(cfg)
+    rules.check_rules(cfg)
 
 
 def schema_field(key: str):
