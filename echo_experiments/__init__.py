@@ -7,3 +7,8 @@ import os
 # announces itself on stderr at import.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+# Keras, which TensorFlow imports eagerly and this package never uses, is left out of TensorFlow's import.
+from echo_experiments.core import lean_imports  # noqa: E402 (after the environment TensorFlow reads)
+
+lean_imports.install()

@@ -22,7 +22,9 @@ from typing import Any, Iterable
 
 import numpy as np
 import tensorflow as tf
-from tensorboard.plugins.hparams import api as hp
+
+# hparams from the module the plugin's api re-exports it from: the api also imports its Keras callback, and Keras.
+from tensorboard.plugins.hparams import summary_v2 as hp
 
 from echo_experiments.core.record import RunRecord
 
