@@ -154,7 +154,13 @@ class Checkpoints:
 
     def discard_partial(self) -> list[Path]:
         """Delete the folders of saves this process began and never completed (a full disk stopped them): they
-        cannot be resumed from and hold the space a next save needs. The folders deleted."""
+        cannot be resumed from and hold the space a next save needs. The folders deleted. The save in flight is
+        waited for first, to its end or its failure: deleting its folder while its thread writes and then renames
+        it left a step folder without its items, which the next run refused as not this program's."""
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001 - the full disk again, as Orbax raises it: the run's own line says so
+            log.info("the save in flight when the disk filled did not complete (%s)", str(e).strip()[:160])
         partial = [p for p in self.directory.glob(f"*{PARTIAL}*") if p.name.split(".")[0].isdigit() and p.is_dir()]
         for folder in partial:
             shutil.rmtree(folder, ignore_errors=True)
