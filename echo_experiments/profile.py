@@ -52,7 +52,22 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"train steps (after {summary.startup_s:.1f} s to the first batch)")
     print("\n".join(report_lines(timing, idle)))
     print(timing.advice(summary.other_cores, autopilot=input_bound_verdicts()))
+    hint = store_hint(cfg.storage, timing, summary.startup_s)
+    if hint:
+        print(hint)
     return 0
+
+
+def store_hint(storage: Any, timing: Timing, startup_s: float) -> Optional[str]:
+    """A line where an emulated store of records left the input faster than the step: a workload that makes many
+    examples of each record and buffers records ahead (the language model packs documents into sequences behind
+    a document shuffle buffer) waits for such a store before its first batch, never beside a step. None
+    elsewhere."""
+    if storage.kind != "emulated" or storage.get("read_unit", "record") != "record" or timing.ratio >= 1:
+        return None
+    return (f"note: R < 1 on an emulated store of records ({startup_s:.1f} s to the first batch): where a workload "
+            "makes many examples of each record and reads records ahead (the language model's documents), the "
+            "store's waits come before the first batch; storage.read_unit=example puts one on every example")
 
 
 def measure_loader(batches: Iterator[Any], step: Callable[[Any], Any], n: int = 20,

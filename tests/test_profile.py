@@ -14,7 +14,7 @@ from conftest import FAST, compose_config
 from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import stream
 from echo_experiments.data.storage import Store
-from echo_experiments.profile import measure_loader
+from echo_experiments.profile import measure_loader, store_hint
 from echo_experiments.training import optim
 from echo_experiments.training.step import initial_state, make_train_step
 from echo_experiments.training.timing import OtherWork, Timing
@@ -106,6 +106,17 @@ def test_the_advice_says_what_to_do_and_when_the_machine_was_busy():
     assert text.startswith("advice: input-bound by R = 5.00: try echo.factor=5 ") and "warning" not in text
     assert "echo.factor=auto" not in text and "python -m echo_experiments.compare" in text
     assert "warning: other processes kept 1.30 cores busy" in Timing(0.5, 0.1).advice(1.3)
+
+
+def test_a_store_of_records_that_never_makes_a_step_wait_is_pointed_to_a_store_of_examples():
+    records = compose_config("storage=emulated").storage
+    hint = store_hint(records, Timing(0.001, 0.1), 7.2)
+    assert hint.startswith("note: R < 1 on an emulated store of records (7.2 s to the first batch)")
+    assert hint.endswith("storage.read_unit=example puts one on every example")
+    assert store_hint(records, Timing(0.6, 0.1), 7.2) is None  # the store paces the steps
+    examples = compose_config("storage=emulated", "storage.read_unit=example").storage
+    assert store_hint(examples, Timing(0.001, 0.1), 7.2) is None
+    assert store_hint(compose_config().storage, Timing(0.001, 0.1), 7.2) is None  # local files
 
 
 def test_the_advice_names_the_autopilot_only_where_its_input_bound_checks_are_met(tmp_path):
