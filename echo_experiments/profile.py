@@ -63,7 +63,7 @@ def store_hint(storage: Any, timing: Timing, startup_s: float) -> Optional[str]:
     examples of each record and buffers records ahead (the language model packs documents into sequences behind
     a document shuffle buffer) waits for such a store before its first batch, never beside a step. None
     elsewhere."""
-    if storage.kind != "emulated" or storage.get("read_unit", "record") != "record" or timing.ratio >= 1:
+    if storage.kind != "emulated" or storage.read_unit != "record" or timing.ratio >= 1:
         return None
     return (f"note: R < 1 on an emulated store of records ({startup_s:.1f} s to the first batch): where a workload "
             "makes many examples of each record and reads records ahead (the language model's documents), the "

@@ -96,8 +96,11 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
      "storage.parallel_reads=0 is not allowed: an integer from 1 to 1024 (requests in flight, a thread each)"),
     (["storage=ftp"], "storage=ftp is not allowed: one of emulated, http, local"),
     (["storage=http", "storage.read_unit=example"],
-     "storage.read_unit=example is not allowed: record with storage.kind=http (the record server serves the data "
-     "set's records); storage=emulated reads examples"),
+     "storage.read_unit=example is not allowed: record unless storage.kind=emulated (only the emulated store serves "
+     "the workload's examples)"),
+    (["storage.read_unit=example"],
+     "storage.read_unit=example is not allowed: record unless storage.kind=emulated (only the emulated store serves "
+     "the workload's examples)"),
     (["storage=emulated", "storage.read_unit=sequence"],
      "storage.read_unit=sequence is not allowed: one of record, example (example: emulated only)"),
     (["storage=local", "storage.url=http://x"],

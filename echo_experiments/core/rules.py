@@ -37,9 +37,9 @@ def check_rules(cfg: DictConfig) -> None:
     st = cfg.storage
     if st.latency_schedule is not None and st.kind != "emulated":
         raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")
-    if st.read_unit == "example" and st.kind == "http":
-        raise ConfigError("storage.read_unit", st.read_unit, "record with storage.kind=http (the record server "
-                          "serves the data set's records); storage=emulated reads examples")
+    if st.read_unit == "example" and st.kind != "emulated":
+        raise ConfigError("storage.read_unit", st.read_unit, "record unless storage.kind=emulated (only the "
+                          "emulated store serves the workload's examples)")
     if st.url is not None and st.kind != "http":
         raise ConfigError("storage.url", st.url, allowed_for("storage.url"))
     service = cfg.data.service

@@ -246,7 +246,7 @@ class Store:
     @property
     def serves_examples(self) -> bool:
         """Whether a read fetches one of the workload's examples (``storage.read_unit=example``), not a record."""
-        return self.cfg.kind == "emulated" and self.cfg.get("read_unit", "record") == "example"
+        return self.cfg.read_unit == "example"  # emulated only (core/rules.py)
 
     def records(self, seed: int) -> tf.data.Dataset:
         """One epoch of training records, through the store unless it serves examples (:meth:`examples`)."""
