@@ -1,15 +1,15 @@
 """``python -m echo_experiments.retime SWEEP_DIR``: run each study's best trial again, alone, for its seconds.
 
-Seconds to target count only from runs that had the machine to themselves (docs/protocol.md), but a study's
-trials need not be timed to be tuned: a trial's fresh examples to target do not depend on the clock (the
-stream is deterministic, storage included), and the trials of one condition spend the same time per fresh
-example (same model, same pipeline, same evaluations), so the trial with the fewest fresh examples to target
-is the fastest too. So a wall-clock sweep is tuned with two jobs at a time, and this command then reruns
-each (condition, study)'s best trial one at a time, with the job's own overrides, into
-SWEEP_DIR/timed/<job folder>. Given SWEEP_DIR, the reporter counts a trial run twice once and takes seconds
-only from the runs that were alone. A timed run must reach the target with the same fresh examples as its
-tuning run (the reporter counts no other: it timed another training); each finished run prints both, and what
-else kept the cores busy meanwhile.
+Seconds to target count only from runs that had the machine to themselves (docs/protocol.md), but a study's trials
+need not be timed to be tuned: a trial's fresh examples to target do not depend on the clock (the stream is
+deterministic, storage included), and the trials of one condition spend the same time per fresh example (same
+model, same pipeline, same evaluations), so the trial with the fewest fresh examples to target is the fastest too.
+So a wall-clock sweep is tuned with two jobs at a time, and this command then reruns each (condition, study)'s
+best trial one at a time, with the job's own overrides, into SWEEP_DIR/timed/<job folder> (for a folder restored
+from results/, which keeps no .hydra/, the overrides its job folders' names say, held to the configs they
+recorded). Given SWEEP_DIR, the reporter counts a trial run twice once and takes seconds only from the runs that
+were alone. A timed run must reach the target with the same fresh examples as its tuning run (the reporter counts
+no other: it timed another training); each finished run prints both, and what else kept the cores busy meanwhile.
 
 ``--again`` times each trial timed alone once a second time (timed/<job folder>,again): the two timings of one
 training give the timing band of the autopilot's checks on this CPU model (docs/protocol.md), and a speedup takes
@@ -24,6 +24,7 @@ is refused.
 
 import argparse
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -32,12 +33,16 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+from omegaconf import OmegaConf, open_dict
 
 from echo_experiments.archive import STORE, TIMED
+from echo_experiments.cli.compose import compose_run
 from echo_experiments.core.record import RecordError, RunRecord
-from echo_experiments.core.rundir import SUMMARY
+from echo_experiments.core.rundir import CONFIG, SUMMARY
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
+from echo_experiments.training import tuning
 from echo_experiments.training.timing import OtherWork
 
 AGAIN = ",again"  # the folder suffix of a trial's second timing (--again)
@@ -47,18 +52,22 @@ IDLE_CHECK_S = 3.0
 
 
 def best_trials(sweep: Path) -> list[str]:
-    """The job folders (relative to ``sweep``) of each (condition, study)'s best trial that reached the target."""
+    """The job folders (relative to ``sweep``) of each (condition, study)'s best trial that reached the target,
+    study by study: a retime stopped part-way has timed whole studies, whose speedups pair within them."""
     trials, _, _, _ = collect([sweep])
     if trials.empty:
         return []
     tuned = trials[~trials["path"].str.startswith(f"{TIMED}/")]
     bests = tables.study_bests(tuned)
-    return sorted(bests.loc[bests["reached"], "best_path"])
+    return list(bests[bests["reached"]].sort_values(["study_key", "best_path"], kind="stable")["best_path"])
 
 
 def _job_overrides(job: Path) -> list[str]:
-    """The command-line overrides Hydra ran the job with (its .hydra/overrides.yaml)."""
+    """The command-line overrides Hydra ran the job with (its .hydra/overrides.yaml; for a job restored from
+    results/, which keeps no .hydra/, those its folder's name says)."""
     path = job / ".hydra" / "overrides.yaml"
+    if not path.exists() and (job / CONFIG).is_file():
+        return _named_overrides(job)
     try:
         overrides = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
@@ -67,6 +76,37 @@ def _job_overrides(job: Path) -> list[str]:
         raise ValueError(f"{path} is missing or unreadable: retime reruns the jobs of a sweep folder Hydra wrote "
                          "(multirun/...), not an archived copy of its runs")
     return [str(o) for o in overrides]
+
+
+def _named_overrides(job: Path) -> list[str]:
+    """A restored job's overrides from its folder's name, which Hydra wrote from them (key=value joined by
+    commas, hydra.job.override_dirname), taken only where they compose the config the job recorded on every key
+    the record has (a run may predate a key): a name cut short, or one whose value held a comma or a slash, is
+    refused, not guessed."""
+    overrides = re.split(r",(?=[\w.+~@/-]+=)", job.name)
+    try:
+        cfg = compose_run(overrides)
+        recorded = yaml.safe_load((job / CONFIG).read_text())
+    except (ConfigError, OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says do not compose: "
+                         f"{e}") from None
+    left_out = set(cfg.hydra.job.config.override_dirname.exclude_keys)  # how to run, not what: not compared
+    with open_dict(cfg):
+        del cfg["hydra"]
+    composed = OmegaConf.to_container(tuning.apply_trial(cfg), resolve=True)
+    differ = [key for key in _differing(composed, recorded) if key not in left_out]
+    if differ:
+        raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says compose another "
+                         f"config than its {CONFIG} ({differ[0]}): rerun it from the sweep folder Hydra wrote")
+    return overrides
+
+
+def _differing(composed: object, recorded: object, key: str = "") -> list[str]:
+    """The dotted keys of ``recorded`` whose values ``composed`` does not have."""
+    if isinstance(composed, dict) and isinstance(recorded, dict):
+        return [k for name, value in recorded.items()
+                for k in _differing(composed.get(name, KeyError), value, f"{key}.{name}".lstrip("."))]
+    return [] if composed == recorded else [key or "the whole config"]
 
 
 def _record(path: Path) -> Optional[RunRecord]:
