@@ -33,17 +33,16 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
-from omegaconf import OmegaConf, open_dict
 
 from echo_experiments.archive import STORE, TIMED
-from echo_experiments.cli.compose import compose_run
+from echo_experiments.cli.compose import compose_all
 from echo_experiments.core.record import RecordError, RunRecord
-from echo_experiments.core.rundir import CONFIG, SUMMARY
+from echo_experiments.core.rundir import CONFIG, SUMMARY, RunDir
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
-from echo_experiments.training import tuning
 from echo_experiments.training.timing import OtherWork
+from echo_experiments.training.tuning import run_config
 
 AGAIN = ",again"  # the folder suffix of a trial's second timing (--again)
 
@@ -81,32 +80,18 @@ def _job_overrides(job: Path) -> list[str]:
 def _named_overrides(job: Path) -> list[str]:
     """A restored job's overrides from its folder's name, which Hydra wrote from them (key=value joined by
     commas, hydra.job.override_dirname), taken only where they compose the config the job recorded on every key
-    the record has (a run may predate a key): a name cut short, or one whose value held a comma or a slash, is
+    the record has (RunDir.differences): a name cut short, or one whose value held a comma or a slash, is
     refused, not guessed."""
     overrides = re.split(r",(?=[\w.+~@/-]+=)", job.name)
     try:
-        cfg = compose_run(overrides)
-        recorded = yaml.safe_load((job / CONFIG).read_text())
-    except (ConfigError, OSError, yaml.YAMLError) as e:
+        differ = RunDir(job).differences(run_config(next(iter(compose_all(overrides, multirun=False)))))
+    except ConfigError as e:
         raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says do not compose: "
                          f"{e}") from None
-    left_out = set(cfg.hydra.job.config.override_dirname.exclude_keys)  # how to run, not what: not compared
-    with open_dict(cfg):
-        del cfg["hydra"]
-    composed = OmegaConf.to_container(tuning.apply_trial(cfg), resolve=True)
-    differ = [key for key in _differing(composed, recorded) if key not in left_out]
     if differ:
         raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says compose another "
                          f"config than its {CONFIG} ({differ[0]}): rerun it from the sweep folder Hydra wrote")
     return overrides
-
-
-def _differing(composed: object, recorded: object, key: str = "") -> list[str]:
-    """The dotted keys of ``recorded`` whose values ``composed`` does not have."""
-    if isinstance(composed, dict) and isinstance(recorded, dict):
-        return [k for name, value in recorded.items()
-                for k in _differing(composed.get(name, KeyError), value, f"{key}.{name}".lstrip("."))]
-    return [] if composed == recorded else [key or "the whole config"]
 
 
 def _record(path: Path) -> Optional[RunRecord]:

@@ -95,13 +95,6 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             yield first
 
 
-def compose_run(overrides: list[str], config_name: str = "config") -> DictConfig:
-    """One run's config with its ``hydra`` node (the run folder, the keys its name leaves out); ConfigError for a
-    bad override."""
-    with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
-        return _compose(config_name, overrides, hydra=True)
-
-
 # Free-form mappings a key may be added to with +: a user's workload's own options.
 OPEN_SECTIONS = ("workload.options.",)
 

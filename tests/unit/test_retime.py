@@ -2,24 +2,22 @@
 held to the config it recorded."""
 
 import pytest
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
-from echo_experiments.cli.compose import compose_run
+from echo_experiments.cli.compose import compose_all
 from echo_experiments.core.config import short_name
 from echo_experiments.retime import _job_overrides
-from echo_experiments.training.tuning import apply_trial
+from echo_experiments.training.tuning import run_config
 
 OVERRIDES = ["echo.factor=3", "echo=before_batching", "tuning.study=0", "tuning.trial=1", "workload=synthetic"]
 
 
 def _restored_job(tmp_path, name: str, recorded: list[str]):
     """A job folder as `make restore` leaves it: named ``name``, with the config a run of ``recorded`` wrote."""
-    cfg = compose_run(recorded)
-    with open_dict(cfg):
-        del cfg["hydra"]
+    cfg = run_config(next(iter(compose_all(recorded, multirun=False))))
     job = tmp_path / name
     job.mkdir()
-    (job / "config.yaml").write_text(OmegaConf.to_yaml(apply_trial(cfg), resolve=True))
+    (job / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     return job
 
 
