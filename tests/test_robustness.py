@@ -58,16 +58,18 @@ def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
 
 
 def test_a_second_ctrl_c_during_a_checkpoint_save_ends_at_once_with_one_line_and_the_rerun_resumes(tmp_path):
-    """The first SIGINT stops the loop at its next step, which saves a checkpoint; the second lands in that save
-    (Orbax's threads and locks), where raising KeyboardInterrupt printed their tracebacks as the process ended.
-    The save it cut short is not a checkpoint: the rerun goes on from the last complete one, or starts over."""
+    """The first SIGINT stops the loop at its next step, which saves a checkpoint; the second lands in that step or
+    save (Orbax's threads and locks), where raising KeyboardInterrupt printed their tracebacks as the process ended.
+    The save it cut short is not a checkpoint: the rerun goes on from the last complete one, or starts over. A 1 ms
+    read of each record (32 ms a step) keeps the run training for a second after its first evaluation: unslowed, it
+    could end before the signals came, and a signal in the interpreter's shutdown kills it silently."""
     command = [sys.executable, "-m", "echo_experiments", *LONG, "trainer.max_fresh_examples=2048",
-               f"hydra.run.dir={tmp_path}"]
+               "storage=emulated", "storage.latency_ms=1", f"hydra.run.dir={tmp_path}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (tmp_path / "metrics.jsonl").exists():  # training has begun
         assert time.time() < deadline and proc.poll() is None
-        time.sleep(0.2)
+        time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
