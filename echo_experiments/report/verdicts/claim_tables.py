@@ -117,7 +117,8 @@ def readme_table(claims: pd.DataFrame) -> str:
         ours = "; ".join(_cell(r) for r in g.itertuples())
         evidence = g.drop_duplicates("evidence")
         why = list(dict.fromkeys([_brief(r) for r in g.itertuples() if r.verdict != REPRODUCED]
-                                 + [r.pending for r in g.itertuples() if isinstance(r.pending, str)]))
+                                 # the sweep's name; where its hours are written, the details page says
+                                 + [r.pending.split(":")[0] for r in g.itertuples() if isinstance(r.pending, str)]))
         rows.append({"claim": statements[claim] + (f", {part}" if part else ""), "workload": f"`{workload}`",
                      "ours: effect [90% interval]": ours,
                      "verdict": "; ".join(g["verdict"]), "why not": "; ".join(why)[:160],

@@ -137,6 +137,8 @@ _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
 # example echoing) and batch-echo buffers shorter than the run (Fig. 7).
 _fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
 _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
+# The fixed shuffle's comparison again at 1/40 of its coarsest condition's count, 5 studies (it had 16, 3 studies).
+FIXED_SHUFFLE_FINE = Successor("lm_batch_size_fixed_shuffle_fine_cpu/transformer_pydocs")
 # 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
 FIXED_LM = Successor("fixed_budget_cpu-rerun/transformer_pydocs")
 _wall = "wall_clock_cpu/fashion_mnist"
@@ -187,7 +189,7 @@ CLAIMS = [
           # Below 1: example echoing's ratio to its baseline is lower (it gains more) at the smaller batch.
           + [Comparison(_fixed_shuffle, "interaction", *_at_batch(16, "before_batching"),
                         *_at_batch(128, "before_batching"),
-                        short="example echoing, fixed shuffle, batch 16/128")]),
+                        short="example echoing, fixed shuffle, batch 16/128", successor=FIXED_SHUFFLE_FINE)]),
     Claim("C6", "a larger shuffle buffer after the echo stage helps", "Fig. 7",
           [Comparison(_shuffle, "fewer", Condition(p, 2.0, shuffle_buffer=1024), Condition(p, 2.0, shuffle_buffer=0),
                       short=f"{name}, buffer 1024/0") for p, name in (("before_batching", "example"),
