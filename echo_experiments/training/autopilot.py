@@ -5,7 +5,7 @@ run (shared storage, the network, other work on the host). The autopilot decides
 
 - when the input has a fresh batch ready, the trainer gets it;
 - when it has none and the step in flight is done (the accelerator would now wait), the trainer gets a batch
-  of copies of recent fresh data, the least-copied;
+  of copies of earlier fresh data (below);
 - nothing trained more than ``max_factor`` times (its copies included): past that the trainer waits.
 
 So the accelerator is idle only where the cap says so, and no copy is made that the input could have
@@ -24,27 +24,32 @@ The decisions are made in the trainer, which sees both the input and the acceler
 depends on the placement:
 
 - after batching (E3): a whole recent batch, unshuffled, as in batch echoing (:class:`BatchCopies`);
-- before batching (E2, after augmentation): examples of the recent batches, mixed across them
-  (:class:`ExampleCopies`), which is what the shuffle after example echoing is for;
+- before batching (E2, after augmentation): examples drawn at random from a pool of earlier batches' examples,
+  as deep as a fixed factor's echo shuffle at the cap (:class:`ExampleCopies`), so an example's copies are spread
+  over later steps and mixed with other batches' examples, as that shuffle spreads a fixed factor's;
 - before augmentation (E1): the same, from the batches as read, each batch augmented as it is delivered, a
   copy anew (the stream leaves the augmentation to the autopilot: data/stream.py).
 """
 
 import collections
 import concurrent.futures
+import math
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from echo_experiments.core.placement import EchoSpec
+from echo_experiments.core.placement import EchoSpec, echo_shuffle_size
 from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data import stream
 from echo_experiments.training import worth
 from echo_experiments.training.decisions import COPY, FRESH, RESUMED, Decisions, Replay
 from echo_experiments.training.waits import Batches
 
-# The recent fresh batches a copy is drawn from: copies of one batch spread over a few steps.
+# The recent fresh batches a whole-batch copy is drawn from (after batching, where a fixed factor repeats a batch
+# back to back): copies of one batch spread over a few steps.
 RECENT = 4
+# The example copies' pool keeps at most this many times its depth of copies, the oldest examples' leaving first.
+POOL_BOUND = 2
 # While the estimate says copies are not worth their cost, one chance in this many is still taken: the steps of
 # copies the estimate needs to see whether they have become worth it (at R about 6, about 0.15 copies a fresh batch).
 PROBE_EVERY = 32
@@ -82,44 +87,67 @@ class BatchCopies:
 
 
 class ExampleCopies:
-    """Copies of examples (before batching): a batch of the least-copied examples of the recent batches, in a
-    random order among equals, so an example's copies land among other batches' examples, never beside
-    themselves."""
+    """Copies of examples (before batching), drawn as an echo shuffle draws a fixed factor's: each fresh example
+    brings floor(max_factor) - 1 copies into a pool, and a copy batch is as many distinct examples drawn at
+    random, each in proportion to its copies still in the pool, once the pool holds ``depth`` copies (None: as
+    many as a fixed factor's echo shuffle at the cap holds examples, placement.echo_shuffle_size). An example's
+    copies so land at random among later steps and other batches' examples, never beside themselves. Taken at
+    once instead (the least-copied of the newest batches), a copy at the input's pace is the newest batch again,
+    and worth what a batch echo's is (docs/protocol.md, A6). The pool keeps at most POOL_BOUND x depth copies, the
+    oldest examples' leaving first: copies that a fast enough input made unneeded."""
 
-    def __init__(self, max_factor: float, seed: int, recent: int = RECENT):
-        self.max_factor = max_factor
-        self.batches: collections.deque[Batch] = collections.deque(maxlen=recent)
-        self.counts: collections.deque[np.ndarray] = collections.deque(maxlen=recent)  # copies made of each example
-        self.seed = seed
+    def __init__(self, max_factor: float, seed: int, depth: Optional[int] = None):
+        self.max_factor, self.seed, self._depth = max_factor, seed, depth
+        self.per_example = max(math.floor(max_factor) - 1, 0)
+        self.batches: collections.deque[Batch] = collections.deque()
+        self.left: collections.deque[np.ndarray] = collections.deque()  # copies each example may still make
+        self.in_pool = 0  # the sum of ``left``
+
+    @property
+    def depth(self) -> int:
+        batch_size = len(self.left[-1]) if self.left else 0
+        return echo_shuffle_size(self.max_factor, batch_size) if self._depth is None else self._depth
 
     def add(self, batch: Batch) -> None:
         self.batches.append(batch)
-        self.counts.append(np.zeros(len(batch["read_id"]), np.int64))
+        self.left.append(np.full(len(batch["read_id"]), self.per_example, np.int64))
+        self.in_pool += int(self.left[-1].sum())
+        while len(self.left) > 1 and self.in_pool > POOL_BOUND * self.depth:
+            self._drop_oldest()
 
     def candidate(self) -> Optional[np.ndarray]:
-        """The examples (positions among the recent batches') that can take one more copy within ``max_factor``
-        trainings; None if fewer than a batch can."""
-        if not self.batches:
+        """The examples (positions in the pool) that can take one more copy within ``max_factor`` trainings; None
+        while the pool holds fewer than ``depth`` copies or fewer than a batch of examples."""
+        if not self.left or self.in_pool < max(self.depth, 1):
             return None
-        open_items = np.flatnonzero(np.concatenate(self.counts) + 2 <= self.max_factor)
-        return open_items if len(open_items) >= len(self.counts[-1]) else None
+        open_items = np.flatnonzero(np.concatenate(self.left))
+        return open_items if len(open_items) >= len(self.left[-1]) else None
 
     def take(self, open_items: np.ndarray, index: int) -> Batch:
-        """The ``index``-th copy batch: the least-copied of ``open_items``, ties in an order drawn from the
-        seed and ``index`` alone, so what a copy holds follows from the decisions before it."""
-        copied = np.concatenate(self.counts)
-        tie_break = np.random.default_rng((self.seed, index)).random(len(open_items))
-        chosen = open_items[np.lexsort((tie_break, copied[open_items]))[:len(self.counts[-1])]]
-        start = 0
-        for counts in self.counts:
-            mine = chosen[(chosen >= start) & (chosen < start + len(counts))] - start
-            counts[mine] += 1
-            start += len(counts)
-        return {key: np.concatenate([batch[key] for batch in self.batches])[chosen] for key in self.batches[0]}
+        """The ``index``-th copy batch, drawn from ``open_items`` by the seed and ``index`` alone, so what a copy
+        holds follows from the decisions before it."""
+        left = np.concatenate(self.left)[open_items]
+        chosen = np.random.default_rng((self.seed, index)).choice(
+            open_items, size=len(self.left[-1]), replace=False, p=left / left.sum())
+        starts = np.cumsum([0] + [len(counts) for counts in self.left])
+        where = np.searchsorted(starts, chosen, side="right") - 1
+        picked = list(zip(where, chosen - starts[where]))
+        for batch, position in picked:
+            self.left[batch][position] -= 1
+        self.in_pool -= len(picked)
+        copy = {key: np.stack([self.batches[b][key][p] for b, p in picked]) for key in self.batches[-1]}
+        while self.left and not self.left[0].any():  # spent: nothing more to copy from the oldest batch
+            self._drop_oldest()
+        return copy
+
+    def _drop_oldest(self) -> None:
+        self.batches.popleft()
+        self.in_pool -= int(self.left.popleft().sum())
 
     def clear(self) -> None:
         self.batches.clear()
-        self.counts.clear()
+        self.left.clear()
+        self.in_pool = 0
 
 
 class WorthGate:

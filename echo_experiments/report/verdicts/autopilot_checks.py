@@ -11,7 +11,7 @@ measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No 
   and how many studies are within the limit are shown beside it.
 - ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
   below ``limit``.
-- ``window`` (A6): fresh examples to target, the candidate's over one fixed factor's, paired over the shared
+- ``window`` (A6, A7): fresh examples to target, the candidate's over one fixed factor's, paired over the shared
   draws as every "fewer" comparison (evidence.fewer, claims.judge's interval). Its copies cost worth (not met) when
   the interval lies above 1 with its lower end at least MIN_EVALUATIONS evaluations of the reference's count beyond
   it; no worth that matters (met) when the interval lies below ``limit`` with the reference's count at least
@@ -93,6 +93,13 @@ CHECKS = [
     Check("A6", "where copies pay, its copies from the 4 newest batches are worth a fixed factor's shuffled "
           "ones: fresh examples to target below 1.1x e = 2's",
           "autopilot_window_cpu/transformer_pydocs", "window", 1.1,
+          Condition("before_batching", 2.0, label="auto, cap 2", auto=True),
+          (Condition("before_batching", 2.0, label="e=2"),), min_factor=1.8),
+    # A6's comparison again, A6's copies having cost worth: the autopilot drawing its example copies from a pool as
+    # deep as a fixed factor's echo shuffle at its cap (autopilot.ExampleCopies); fixed e = 2's runs are A6's.
+    Check("A7", "where copies pay, its copies drawn from a pool as deep as a fixed factor's echo shuffle are worth "
+          "that factor's: fresh examples to target below 1.1x e = 2's",
+          "autopilot_window_cpu-pool/transformer_pydocs", "window", 1.1,
           Condition("before_batching", 2.0, label="auto, cap 2", auto=True),
           (Condition("before_batching", 2.0, label="e=2"),), min_factor=1.8),
 ]

@@ -188,8 +188,8 @@ def test_with_an_input_slowed_to_three_steps_a_batch_it_echoes_about_three():
     assert 2.4 <= factor_chosen(read_s=0.06, step_s=0.02, fresh=25) <= 3.3
 
 
-def test_example_copies_mix_the_least_copied_examples_of_recent_batches_and_never_pass_the_cap():
-    pool = ExampleCopies(max_factor=3.0, seed=0)
+def test_example_copies_are_drawn_from_the_pool_mixed_never_beside_themselves_and_never_past_the_cap():
+    pool = ExampleCopies(max_factor=3.0, seed=0, depth=20)
     for i in range(2):
         pool.add({"read_id": np.arange(10) + 10 * i, "x": np.arange(10) + 10 * i})
     trained = collections.Counter(range(20))  # each fresh example once
@@ -200,9 +200,57 @@ def test_example_copies_mix_the_least_copied_examples_of_recent_batches_and_neve
         assert (batch["x"] == batch["read_id"]).all()  # every key of an example taken together
         trained.update(batch["read_id"].tolist())
         batches.append(batch)
-    assert len(batches) == 4 and set(trained.values()) == {3}  # 2 copies of each of 20: all at the cap of 3
+    # 40 copies in the pool, drawn while it holds its depth of 20: three batches, none past the cap of 3
+    assert len(batches) == 3 and sum(trained.values()) == 50 and max(trained.values()) <= 3
     assert all(0 < (b["read_id"] < 10).sum() < 10 for b in batches)  # copies mix both batches
-    assert set(batches[0]["read_id"]).isdisjoint(batches[1]["read_id"])  # the least-copied go first
+
+
+def test_no_copy_is_made_until_the_pool_holds_a_fixed_factors_echo_shuffle_of_copies():
+    pool = ExampleCopies(max_factor=2.0, seed=0)  # one copy an example; depth 10 x 2 x 10 = 200 copies
+    for i in range(19):
+        pool.add({"read_id": np.arange(10) + 10 * i})
+    assert pool.depth == 200 and pool.candidate() is None
+    pool.add({"read_id": np.arange(10) + 190})
+    assert pool.candidate() is not None
+
+
+def _copy_gaps_at_the_inputs_pace(max_factor: float, batch_size: int, fresh: int) -> tuple[list[int], float]:
+    """Steps between an example's fresh step and each of its copies, where the input is slow enough that the
+    autopilot copies at every chance (a fresh batch, then copies while the pool allows), and the factor it
+    echoed at."""
+    pool, step, trained_at, gaps, copies = ExampleCopies(max_factor, seed=1), 0, {}, [], 0
+    for i in range(fresh):
+        ids = np.arange(batch_size) + batch_size * i
+        pool.add({"read_id": ids})
+        trained_at.update({int(k): step for k in ids})
+        step += 1
+        for _ in range(int(max_factor) - 1):
+            if (chosen := pool.candidate()) is None:
+                break
+            copies += 1
+            gaps += [step - trained_at[int(k)] for k in pool.take(chosen, copies)["read_id"]]
+            step += 1
+    return gaps, 1 + copies / fresh
+
+
+def test_at_the_cap_its_copies_are_spread_at_least_as_far_as_a_fixed_factors_echo_shuffle_spreads_them():
+    import tensorflow as tf
+
+    from echo_experiments.core.placement import echo_shuffle_size
+    from echo_experiments.data.echo import echo
+
+    batch_size, fresh = 32, 400
+    ds = echo(tf.data.Dataset.range(batch_size * fresh), 2.0, seed=0)
+    ds = ds.shuffle(echo_shuffle_size(2.0, batch_size), seed=0).batch(batch_size)
+    seen, fixed_gaps = {}, []
+    for step, batch in enumerate(ds.as_numpy_iterator()):
+        for k in batch.tolist():
+            fixed_gaps += [step - seen[k]] if k in seen else []
+            seen.setdefault(k, step)
+    gaps, factor = _copy_gaps_at_the_inputs_pace(2.0, batch_size, fresh)
+    # Drawn from the newest batches, every copy came a step after its fresh batch (the median gap was 1).
+    assert np.median(gaps) >= np.median(fixed_gaps) >= 5
+    assert factor >= 1.9  # and it still echoes at its cap: the pool's first fill costs 20 of 400 fresh batches
 
 
 def test_before_augmentation_each_batch_is_augmented_as_delivered_a_copy_anew():
@@ -213,7 +261,8 @@ def test_before_augmentation_each_batch_is_augmented_as_delivered_a_copy_anew():
         return {**batch, "x": batch["read_id"] * 100 + key}
 
     gate = Gate()
-    auto = Autopilot(Batches(gate, timeout_s=10, source="a test input"), ExampleCopies(4.0, seed=0), augment=augment)
+    batches = Batches(gate, timeout_s=10, source="a test input")
+    auto = Autopilot(batches, ExampleCopies(4.0, seed=0, depth=1), augment=augment)
     gate.opened.release()
     fresh = auto.next()
     copy = auto.next(running=Step(True))
@@ -276,7 +325,7 @@ def test_a_record_that_copies_where_nothing_can_be_copied_is_refused():
 
 def test_what_an_example_copy_holds_follows_from_its_index_not_from_how_often_the_pool_was_asked():
     def pool():
-        p = ExampleCopies(max_factor=4.0, seed=3)
+        p = ExampleCopies(max_factor=4.0, seed=3, depth=1)
         for i in range(3):
             p.add({"read_id": np.arange(10) + 10 * i})
         return p
