@@ -198,8 +198,9 @@ def test_each_studys_reference_is_chosen_on_the_other_studies():
 def test_the_committed_checks_read_as_their_written_rules_decide():
     rows = autopilot_checks.measure(ROOT / "results").set_index("check")
     assert rows["verdict"].to_dict() == {"A1": "inconclusive", "A2": "inconclusive", "A3": "met",
-                                         "A4": "inconclusive", "A6": "not measured"}
-    assert "(conf/experiment/autopilot_window_cpu.yaml estimates its hours)" in rows.loc["A6", "reason"]
+                                         "A4": "inconclusive", "A6": "not met", "A7": "met"}
+    assert "[1.09, 1.31] over 10 draws lies above 1" in rows.loc["A6", "reason"]
+    assert "[0.952, 0.98] over 9 draws lies below 1.1" in rows.loc["A7", "reason"]
     assert round(rows.loc["A1", "band"], 3) == 1.087 and round(rows.loc["A1", "effect"], 3) == 1.082
 
 
