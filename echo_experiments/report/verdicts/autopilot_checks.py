@@ -107,7 +107,7 @@ CHECKS = [
 # only where every one is met.
 INPUT_BOUND = ("A1", "A2")
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
-           "input_ratio_min", "input_ratio_max", "pace", "band", "verdict", "reason", "evidence"]
+           "input_ratio_min", "input_ratio_max", "pace", "band", "verdict", "reason", "caution", "evidence"]
 
 
 def measure(results: Path, checks: Optional[list[Check]] = None,
@@ -131,7 +131,9 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
                 measured = _within(trials, check, bands) if check.over_baseline is None else _both(trials, check, bands)
             else:
                 measured = _echoes(trials, check) if check.kind == "echoes" else _window(trials, check)
-            rows.append({**head, **_input_ratio(trials), "pace": _pace(trials, check.candidate), **measured})
+            regime = _input_ratio(trials)
+            rows.append({**head, **regime, "pace": _pace(trials, check.candidate), **measured,
+                         "caution": _caution(check, trials, regime["input_ratio_min"])})
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.assign(link=[report_link(results, f) for f in table["evidence"]])
 
@@ -148,11 +150,27 @@ def _input_ratio(trials: pd.DataFrame) -> dict:
     return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
 
 
+def _caution(check: Check, trials: pd.DataFrame, input_ratio: float) -> str:
+    """What a seconds check's reader must weigh beside its verdict, which it does not change: where every study's
+    R lies above every fixed factor the check sets against the autopilot, and the autopilot's cap above them too,
+    a lead may come from its being allowed more copies than they are, not from choosing when to copy."""
+    factors = [c.echo_factor for c in check.references if c.echo_factor is not None]
+    if check.kind != "within" or not check.candidate.auto or not factors or not input_ratio > max(factors):
+        return ""
+    cap = float(evidence.select(trials, check.candidate)["echo_factor"].max())  # the runs' echo.max_factor
+    if not cap > max(factors):
+        return ""
+    return (f"R (lowest study {input_ratio:.1f}) lies above every fixed factor compared (at most e={max(factors):g}) "
+            f"and the cap {cap:g} above them: a lead may come from copying more than they may, not from choosing "
+            "when to copy")
+
+
 def _pace(trials: pd.DataFrame, candidate: Condition) -> float:
     """The candidate's seconds per fresh example over the baseline's (tables.seconds_per_fresh), each over its runs
-    that had the machine to itself: the speedups tables' ``pace``."""
+    that had the machine to itself (timed reruns among them: A5's baseline was timed alone, tuned beside another
+    job): the speedups tables' ``pace``."""
     paces = [tables.seconds_per_fresh(rows[tables.alone(rows)])
-             for rows in (evidence.select(trials, c) for c in (candidate, BASELINE))]
+             for rows in (evidence.select(trials, c, timed=True) for c in (candidate, BASELINE))]
     return paces[0] / paces[1]
 
 
@@ -228,10 +246,10 @@ def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict
     verdict = MET if effect <= low else NOT_MET if effect > high else INCONCLUSIVE
     side = {MET: f"at most {low:.2f}", NOT_MET: f"above {high:.2f}"}.get(verdict, f"within {low:.2f}-{high:.2f}")
     meets = int((ratios <= check.limit).sum())
-    return {**row, "verdict": verdict,
-            "reason": f"the median is {side}, {check.limit:g} x/ the timing band {band:.3f}, "
+    return {**row, "verdict": verdict, "side": side, "meets": meets,  # side, meets: for _both's shorter reason
+            "reason": f"the median is {side}, {check.limit:.3g} x/ the timing band {band:.3f}, "
                       f"each study against the others' fastest reference ({reference}); {meets} of "
-                      f"{len(ratios)} studies within {check.limit:g}"}
+                      f"{len(ratios)} studies within {check.limit:.3g}"}
 
 
 def _both(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict:
@@ -242,9 +260,14 @@ def _both(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict:
     verdicts = {fastest["verdict"], baseline["verdict"]}
     verdict = NOT_MET if NOT_MET in verdicts else MET if verdicts == {MET} else INCONCLUSIVE
     over = "-" if math.isnan(baseline["effect"]) else f"{baseline['effect']:.2f}"
+    if "side" not in fastest or "side" not in baseline:  # undecided: the first reason why
+        why = fastest["reason"] if "side" not in fastest else baseline["reason"]
+        return {**fastest, "verdict": verdict, "reason": why}
     return {**fastest, "verdict": verdict,
-            "reason": f"against the fastest fixed factor: {fastest['reason']}; against no echoing ({over}, limit "
-                      f"{check.over_baseline:.3g}): {baseline['reason']}"}
+            "reason": f"vs the fastest fixed factor: {fastest['side']}; vs no echoing: {over}, {baseline['side']} "
+                      f"(limits {check.limit:.3g} and {check.over_baseline:.3g} x/ the timing band "
+                      f"{fastest['band']:.3f}); {fastest['meets']} and {baseline['meets']} of {fastest['n_studies']} "
+                      "studies within them"}
 
 
 def _echoes(trials: pd.DataFrame, check: Check) -> dict:
@@ -294,7 +317,7 @@ def _window(trials: pd.DataFrame, check: Check) -> dict:
 
 def readme_table(rows: pd.DataFrame) -> str:
     """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, what an
-    echoed step cost the input (pace), the verdict, why."""
+    echoed step cost the input (pace), the verdict, why; below it, each check's caution."""
     out = []
     for r in rows.itertuples():
         measured = "-" if pd.isna(r.effect) else (
@@ -306,7 +329,9 @@ def readme_table(rows: pd.DataFrame) -> str:
                     "measured: median (range over studies or trials)": measured,
                     "seconds per fresh example, over no echoing's": pace,
                     "verdict": r.verdict, "why": r.reason, "evidence": r.link})
-    return table(pd.DataFrame(out), {}) + "\n" + link_targets(rows["link"])
+    said = [f"{r.check}: {r.caution}." for r in rows.itertuples() if isinstance(r.caution, str) and r.caution]
+    cautions = f"Cautions, which change no verdict. {' '.join(said)}\n\n" if said else ""
+    return table(pd.DataFrame(out), {}) + "\n" + cautions + link_targets(rows["link"])
 
 
 def _ratio(value: float) -> str:

@@ -16,8 +16,9 @@ from echo_experiments.report.tables import FACTOR_TOLERANCE
 from echo_experiments.report.verdicts.claims import NO_LOSS_TOLERANCE, Comparison, Condition
 
 
-def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
-    """The tuning trials of one condition (timed reruns left out: a trial counts once)."""
+def select(trials: pd.DataFrame, condition: Condition, timed: bool = False) -> pd.DataFrame:
+    """The tuning trials of one condition (timed reruns left out, a trial counting once; with them where
+    ``timed``: what a second of training costs is read from every run that had the machine to itself)."""
     keep = trials["placement"] == condition.table_placement
     if condition.echo_factor is not None:
         keep &= trials["echo_factor"] == condition.echo_factor
@@ -25,7 +26,7 @@ def select(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
         keep &= trials["batch_size"] == condition.batch_size
     if condition.shuffle_buffer is not None and condition.placement != "none":
         keep &= trials["shuffle_buffer"] == condition.shuffle_buffer
-    return trials[keep & ~trials["path"].str.startswith("timed/")]
+    return trials[keep] if timed else trials[keep & ~trials["path"].str.startswith("timed/")]
 
 
 def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Condition]) -> dict:
