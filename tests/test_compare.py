@@ -46,6 +46,9 @@ def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_the
     assert (tmp_path / "compare.md").read_text().strip().endswith(last)
 
 
+# The answer's words are tested from records in tests/unit/test_compare_answers.py (a baseline at its first
+# evaluations); this end-to-end run adds that no echoed run starts: `make test-all` runs it (about 14 s of CPU).
+@pytest.mark.slow
 def test_a_baseline_that_reaches_its_target_at_the_first_evaluation_gets_no_speedup(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.compare", *FAST, "trainer.profile_batches=5",
                            "trainer.eval_every_fresh_examples=2048", "workload.target.value=0.5", "--out",
