@@ -137,8 +137,14 @@ _shuffle = "lm_shuffle_buffer_sweep_cpu/transformer_pydocs"
 # example echoing) and batch-echo buffers shorter than the run (Fig. 7).
 _fixed_shuffle = "lm_batch_size_fixed_shuffle_cpu/transformer_pydocs"
 _short_buffers = "lm_batch_echo_buffers_cpu/transformer_pydocs"
-# The fixed shuffle's comparison again at 1/40 of its coarsest condition's count, 5 studies (it had 16, 3 studies).
-FIXED_SHUFFLE_FINE = Successor("lm_batch_size_fixed_shuffle_fine_cpu/transformer_pydocs")
+# C5's three rows again at 1/40 of the coarsest condition's count, 5 studies, each on one CPU model (the fixed
+# shuffle's had 16 evaluations and 3 studies; batch echoing's, runs that name no CPU model), sharing baselines.
+BATCH_SIZE_FINE = Successor("lm_batch_size_fine_cpu/transformer_pydocs")
+# C6's 1,024/0 rows on runs that name their CPU model; batch echoing at batch 4, where the runs are long
+# enough for a 1,024-batch buffer to hold the effective factor near 2 (docs/protocol.md, "C5, C6 and C7 again").
+SHUFFLE_FINE = Successor("lm_shuffle_buffer_fine_cpu/transformer_pydocs")
+# fashion_mnist's Table 2 again, on runs that name their CPU model.
+FIXED_FASHION = Successor("fixed_budget_cpu-rerun/fashion_mnist")
 # 6 of its 36 runs were made on a machine that recorded no CPU model: the rest cannot be added to them.
 FIXED_LM = Successor("fixed_budget_cpu-rerun/transformer_pydocs")
 _wall = "wall_clock_cpu/fashion_mnist"
@@ -184,20 +190,21 @@ CLAIMS = [
     Claim("C5", "batch echoing gains more at larger batch sizes; example echoing, at a fixed shuffle buffer, less",
           "Fig. 6",
           [Comparison(_batch, "interaction", *_at_batch(big), *_at_batch(small),
-                      short=f"batch echoing, batch {big}/{small}")
+                      short=f"batch echoing, batch {big}/{small}", successor=BATCH_SIZE_FINE)
            for big, small in ((128, 16), (64, 32))]
           # Below 1: example echoing's ratio to its baseline is lower (it gains more) at the smaller batch.
           + [Comparison(_fixed_shuffle, "interaction", *_at_batch(16, "before_batching"),
                         *_at_batch(128, "before_batching"),
-                        short="example echoing, fixed shuffle, batch 16/128", successor=FIXED_SHUFFLE_FINE)]),
+                        short="example echoing, fixed shuffle, batch 16/128", successor=BATCH_SIZE_FINE)]),
     Claim("C6", "a larger shuffle buffer after the echo stage helps", "Fig. 7",
           [Comparison(_shuffle, "fewer", Condition(p, 2.0, shuffle_buffer=1024), Condition(p, 2.0, shuffle_buffer=0),
-                      short=f"{name}, buffer 1024/0") for p, name in (("before_batching", "example"),
-                                                                     ("after_batching", "batch"))]
+                      short=f"{name}, buffer 1024/0", successor=SHUFFLE_FINE)
+           for p, name in (("before_batching", "example"), ("after_batching", "batch"))]
           + [Comparison(_short_buffers, "fewer", Condition("after_batching", 2.0, shuffle_buffer=128),
                         Condition("after_batching", 2.0, shuffle_buffer=0), short="batch, buffer 128/0")]),
     Claim("C7", "echoing loses nothing of the best metric at a fixed fresh-example budget", "Table 2",
-          [Comparison("fixed_budget_cpu/fashion_mnist", "no_loss", Condition("before_augmentation")),
+          [Comparison("fixed_budget_cpu/fashion_mnist", "no_loss", Condition("before_augmentation"),
+                      successor=FIXED_FASHION),
            Comparison("fixed_budget_cpu/transformer_pydocs", "no_loss", Condition("before_batching"),
                       successor=FIXED_LM)]),
 ]
