@@ -67,20 +67,20 @@ figures: setup
 	  out=$${runs%/runs}; echo "$$out"; \
 	  (cd $$out && $(abspath $(PY)) -m echo_experiments.report runs --out .) || exit 1; \
 	done
-	@$(PY) -m echo_experiments.report.verdicts results --readme README.md --details docs/reproducing.md
+	@$(PY) -m paper.verdicts results --readme README.md --details docs/reproducing.md
 
 # archive and restore: a sweep folder multirun/<preset>/<workload> and its committed copy
-# results/<preset>/<workload>/runs (python -m echo_experiments.archive says what each copies).
+# results/<preset>/<workload>/runs (python -m paper.archive says what each copies).
 RESULTS ?= results
 NEED_SWEEP = test -n "$(SWEEP)" || { echo "usage: make $@ SWEEP=multirun/<preset>/<workload>"; exit 2; }
 
 archive: $(STAMP)
 	@$(NEED_SWEEP)
-	@$(PY) -m echo_experiments.archive archive $(SWEEP) --results $(RESULTS)
+	@$(PY) -m paper.archive archive $(SWEEP) --results $(RESULTS)
 
 restore: $(STAMP)
 	@$(NEED_SWEEP)
-	@$(PY) -m echo_experiments.archive restore $(SWEEP) --results $(RESULTS)
+	@$(PY) -m paper.archive restore $(SWEEP) --results $(RESULTS)
 
 clean:
 	rm -rf $(VENV) runs multirun outputs

@@ -38,16 +38,18 @@ from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core import machine
+from echo_experiments.core.fresh import FreshCounter
 from echo_experiments.core.placement import NO_ECHO, EchoSpec, Placement
 from echo_experiments.core.rundir import RunDir
 from echo_experiments.core.specs import PipelineSpec, RunSpec
 from echo_experiments.data import stream
-from echo_experiments.data.echo import CHUNK, FreshCounter, echo
+from echo_experiments.data.echo import CHUNK, echo
 from echo_experiments.data.sources import data_dir
 from echo_experiments.data.storage import Store
 from echo_experiments.report.markdown import table
 from echo_experiments.training import optim, parallel, timing
-from echo_experiments.training.trainer import DTYPES, fit, initial_state, learning_rates, make_train_step
+from echo_experiments.training.step import initial_state, learning_rates, make_train_step
+from echo_experiments.training.trainer import DTYPES, Trainer
 from echo_experiments.training.tuning import run_config
 from echo_experiments.workloads import make
 
@@ -158,7 +160,8 @@ def runner_table(cfg, workload, repeats: int, steps: int) -> pd.DataFrame:
     for _ in range(repeats):
         for run_spec, rates in ((spec, runner), (auto, autopilot)):
             with tempfile.TemporaryDirectory() as out:
-                summary = fit(run_spec, workload, RunDir(out), batches)
+                mesh = parallel.setup(run_spec.parallel, run_spec.pipeline.batch_size)
+                summary = Trainer(run_spec, workload, RunDir(out), mesh, batches).fit()
             rates.append(summary["steps"] / (summary["wall_time_s"] - summary["startup_s"]))
         state = initial_state(workload, tx, int(cfg.seed), None)  # anew each repeat: the step donates it
         stream = batches.as_numpy_iterator()

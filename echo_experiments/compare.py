@@ -22,20 +22,19 @@ from typing import Optional
 import numpy as np
 from omegaconf import DictConfig
 
-from echo_experiments.cli.compose import compose_all
+from echo_experiments.cli.compose import PROFILE_RUN, compose_all, profile_overrides
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.config import MAX_FACTOR
+from echo_experiments.core.input_bound import in_words
+from echo_experiments.core.machine import SHARED_CORES
 from echo_experiments.core.record import RunRecord
 from echo_experiments.core.rundir import unwritable
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
-from echo_experiments.report.tables import SHARED_CORES
-from echo_experiments.report.verdicts.autopilot_checks import input_bound_verdicts
 from echo_experiments.training.timing import Timing
 from echo_experiments.training.trainer import run
 
-PROFILE = ["trainer.max_steps=200", "trainer.stop_at_target=false", "trainer.progress=false"]
 # Below this factor echoing repeats too little to show anything: the comparison echoes at 2 and says so.
 SMALLEST = 1.05
 
@@ -95,7 +94,7 @@ def autopilot(overrides: list[str], placement: str, out: Path) -> tuple[str, Run
 def profile(overrides: list[str]) -> tuple[Timing, Optional[float]]:
     """The timing facts of a short run of the config, and how many cores other work kept busy meanwhile."""
     with tempfile.TemporaryDirectory(prefix="echo_compare_") as out:
-        record = _run([*PROFILE, *overrides], Path(out))
+        record = _run(profile_overrides(overrides), Path(out))
     return Timing(record.upstream_s_per_batch, record.downstream_s_per_step), record.other_cores
 
 
@@ -108,7 +107,8 @@ MIN_EVALUATIONS = 10
 # the target in fewer evaluations than this is cut to one that takes this many.
 EVALUATIONS_AT_BEST = 2
 # Identical training timed minutes apart on one machine took 0.93-1.13 of the baseline's seconds
-# (results/run-autopilot_local): a speedup within 10% of 1 is no gain.
+# (the project's runs of the autopilot on local storage, where it copies nothing): a speedup within 10% of 1 is
+# no gain.
 TIMING_SPREAD = 0.10
 # R measured in the profile and the runs: beyond this ratio of the highest to the lowest the input changed speed
 # between the runs (each of R's two timings moves by the spread above).
@@ -188,8 +188,9 @@ def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) 
               "input slowdown: the run's seconds of training per fresh batch over its input's alone (the median "
               "over evaluations): 1 where its steps and copies cost the input nothing; an echoed run's above the "
               "baseline's is what its copies cost the input here",
-              f"R (upstream seconds a batch / seconds a step): {timing.ratio:.2f} in the profile, "
-              f"{min(ratios):.2f}-{max(ratios):.2f} over the profile and the runs",
+              f"R (upstream seconds a batch / seconds a step): {timing.ratio:.2f} in the profile ("
+              f"{in_words(timing.wait_share)} without echoing), {min(ratios):.2f}-{max(ratios):.2f} over the "
+              "profile and the runs",
               (f"the machine was shared while {' and '.join(shared)} ran (more than {SHARED_CORES:g} cores of other "
                "work): its seconds are not a clean timing; run again on an idle machine") if shared else
               "the machine was not shared while any ran: the seconds are timings"]
@@ -272,9 +273,10 @@ def _go_on(args: argparse.Namespace, given: list[str]) -> str:
 
 
 def _compare(args: argparse.Namespace, cfg: DictConfig, argv: Optional[list[str]]) -> int:
-    print(f"profiling: {PROFILE[0].split('=')[1]} steps of the input and the train step, without echoing", flush=True)
+    steps = PROFILE_RUN["trainer.max_steps"]
+    print(f"profiling: {steps} steps of the input and the train step, without echoing", flush=True)
     timing, busy = profile(args.overrides)
-    print(timing.advice(busy, autopilot=input_bound_verdicts()), flush=True)
+    print(timing.advice(busy), flush=True)
     args.factor = args.factor or timing.recommended_echo_factor()
     if args.factor < SMALLEST:
         args.factor = 2.0

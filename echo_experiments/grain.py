@@ -24,8 +24,8 @@ called with ``rng=None``. ``grain.experimental.WindowShuffleIterDataset`` (the w
 a sliding buffer like tf.data's shuffle: copies never leave their window. docs/your-model.md#grain says more.
 """
 
+from echo_experiments.core.fresh import FreshCounter
 from echo_experiments.core.placement import echo_shuffle_size as window_size
-from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.grain_echo import Copies, echo, with_read_ids
 
 __all__ = ["Copies", "FreshCounter", "echo", "window_size", "with_read_ids"]

@@ -16,12 +16,11 @@ from typing import Any, Callable, Iterator, Optional
 
 import jax
 
-from echo_experiments.cli.compose import compose_all
+from echo_experiments.cli.compose import compose_all, profile_overrides
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.data.sources import DataMissing
-from echo_experiments.report.verdicts.autopilot_checks import input_bound_verdicts
 from echo_experiments.training.timing import OtherWork, Timing, report_lines, seconds_per_call, upstream_s_per_batch
 from echo_experiments.training.trainer import run
 
@@ -31,9 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if {"-h", "--help"} & set(argv):
         print(f"usage: python -m echo_experiments.profile [overrides]\n\n{__doc__}")
         return 0
-    given = {a.split("=", 1)[0] for a in argv}
-    defaults = {"trainer.max_steps": 200, "trainer.stop_at_target": "false", "trainer.progress": "false"}
-    overrides = [f"{k}={v}" for k, v in defaults.items() if k not in given] + argv
+    overrides = profile_overrides(argv)
     error = check_command_line(overrides)
     if error:
         fail(error)
@@ -51,7 +48,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     idle = (f"{summary.accelerator_idle_fraction:.2f} of a {summary.steps}-step run's training time was not spent in "
             f"train steps (after {summary.startup_s:.1f} s to the first batch)")
     print("\n".join(report_lines(timing, idle)))
-    print(timing.advice(summary.other_cores, autopilot=input_bound_verdicts()))
+    print(timing.advice(summary.other_cores))
     hint = store_hint(cfg.storage, timing, summary.startup_s)
     if hint:
         print(hint)

@@ -25,7 +25,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from echo_experiments.data.echo import CHUNK, FreshCounter
+from echo_experiments.core.fresh import FreshCounter
+from echo_experiments.data.echo import CHUNK
 from echo_experiments.data.echo import echo as _echo
 
 __all__ = ["FreshCounter", "echo", "with_read_ids"]

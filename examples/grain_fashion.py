@@ -3,6 +3,7 @@ augmentation, with fresh examples counted and the learning-rate schedule and bud
 
     python examples/grain_fashion.py --out runs/grain_fashion            # e = 2, 60,000 fresh examples
     python examples/grain_fashion.py --out runs/grain_fashion --factor 1  # the same without echoing
+    python examples/grain_fashion.py --out runs/grain_auto --auto 4       # echo on stall, never past e = 4
 
 It reads Debian's dataset-fashion-mnist (``make setup`` installs it). It checkpoints the model, the optimizer, the
 Grain iterator and the fresh counter together with Orbax every ``--checkpoint-every`` steps; the same command
@@ -12,12 +13,19 @@ Evaluations are rows of metrics.jsonl in ``--out``. docs/your-model.md#grain giv
 The pipeline, in the order a batch is made (``batches``): the records, shuffled each epoch, read ids where they are
 read; your expensive upstream stages (here only scaling to [0, 1]); the echo stage, whose copies are shuffled apart
 in windows; augmentation, a draw of its own for every copy; batching.
+
+With ``--auto CAP`` there is no echo stage: the loop reads the batches through ``EchoOnStall`` (echo on stall,
+echo_experiments.autopilot), which hands it copies of earlier examples, drawn from a pool, whenever the step in
+flight is done and the loader has no batch ready, and the loop augments every batch it is given (each copy anew,
+as before augmentation). Every run reads through it, the fixed factors at a cap of 1 (no copy: the same read-ahead
+thread), so they differ in their copies alone. ``--read-us`` makes each record's read take that long (a slow store).
 """
 
 import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,6 +37,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
+from echo_experiments.autopilot import EchoOnStall
 from echo_experiments.data.offline import FASHION_MNIST_DIR, read_idx
 from echo_experiments.grain import FreshCounter, echo, window_size, with_read_ids
 
@@ -36,14 +45,17 @@ from echo_experiments.grain import FreshCounter, echo, window_size, with_read_id
 class Records:
     """A Grain data source: Fashion-MNIST's images (uint8, 28x28) and labels, one dict per index."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, read_s: float = 0.0):
         self.images = read_idx(FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")
         self.labels = read_idx(FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz").astype(np.int32)
+        self.read_s = read_s  # what each read costs, as on a slow store
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        if self.read_s:
+            time.sleep(self.read_s)
         return {"image": self.images[index], "label": self.labels[index]}
 
 
@@ -60,12 +72,21 @@ def augment(example: dict, rng: np.random.Generator) -> dict:
     return {**example, "image": image[:, ::-1] if rng.random() < 0.5 else image}
 
 
-def batches(factor: float, batch_size: int, seed: int) -> grain.IterDataset:
-    """The training stream: batches of ``batch_size`` examples, each fresh one echoed ``factor`` times."""
-    ds = grain.MapDataset.source(Records("train")).shuffle(seed=seed).repeat()
+def batches(factor: float, batch_size: int, seed: int, read_s: float = 0.0, auto: bool = False) -> grain.IterDataset:
+    """The training stream: batches of ``batch_size`` examples, each fresh one echoed ``factor`` times; with
+    ``auto``, neither echoed nor augmented (the loop's autopilot copies, and the loop augments: augment_batch)."""
+    ds = grain.MapDataset.source(Records("train", read_s)).shuffle(seed=seed).repeat()
     ds = with_read_ids(ds).map(upstream)  # read ids after repeat: a second epoch's reads are fresh again
+    if auto:
+        return ds.to_iter_dataset().batch(batch_size, drop_remainder=True)
     ds = echo(ds, factor, seed=seed, window=window_size(factor, batch_size))
     return ds.random_map(augment, seed=seed + 1).batch(batch_size, drop_remainder=True)
+
+
+def augment_batch(batch: dict, rng: np.random.Generator) -> dict:
+    """``augment`` for every example of a batch, in the loop (with --auto: a copy is augmented anew)."""
+    images = np.stack([augment({"image": image}, rng)["image"] for image in batch["image"]])
+    return {**batch, "image": images}
 
 
 class MLP(nn.Module):
@@ -108,28 +129,29 @@ def accuracy(correct, params, test: Records, batch_size: int = 1000) -> float:
 
 
 class Saved:
-    """One checkpoint: the model and optimizer, the Grain iterator, the read ids seen and the loop's counters."""
+    """One checkpoint: the model and optimizer, the input (EchoOnStall's state: its counts and decisions, and the
+    Grain iterator's own state before the batch it had read ahead), the read ids seen and the loop's counters."""
 
     def __init__(self, directory: Path):
         self.manager = ocp.CheckpointManager(
             directory.absolute() / "checkpoints", options=ocp.CheckpointManagerOptions(max_to_keep=2),
             item_handlers={"state": ocp.StandardCheckpointHandler(), "seen": ocp.StandardCheckpointHandler(),
-                           "input": grain.checkpoint.CheckpointHandler(), "loop": ocp.JsonCheckpointHandler()})
+                           "input": ocp.JsonCheckpointHandler(), "loop": ocp.JsonCheckpointHandler()})
 
-    def save(self, step: int, state, iterator, fresh: FreshCounter, loop: dict) -> None:
+    def save(self, step: int, state, reading: EchoOnStall, fresh: FreshCounter, loop: dict) -> None:
         self.manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), seen=ocp.args.StandardSave({"seen": fresh.seen}),
-            input=grain.checkpoint.CheckpointSave(iterator), loop=ocp.args.JsonSave(loop)))
+            input=ocp.args.JsonSave(reading.state()), loop=ocp.args.JsonSave(loop)))
         self.manager.wait_until_finished()
 
-    def restore(self, state, iterator) -> Optional[tuple[Any, FreshCounter, dict]]:
+    def restore(self, state) -> Optional[tuple[Any, dict, FreshCounter, dict]]:
         step = self.manager.latest_step()
         if step is None:
             return None
         got = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(state), seen=ocp.args.StandardRestore(),
-            input=grain.checkpoint.CheckpointRestore(iterator), loop=ocp.args.JsonRestore()))
-        return got.state, FreshCounter.from_seen(np.asarray(got.seen["seen"])), got.loop
+            input=ocp.args.JsonRestore(), loop=ocp.args.JsonRestore()))
+        return got.state, got.input, FreshCounter.from_seen(np.asarray(got.seen["seen"])), got.loop
 
 
 class Metrics:
@@ -155,26 +177,37 @@ def train(args: argparse.Namespace) -> dict:
     params = model.init(jax.random.PRNGKey(args.seed), jnp.zeros((1, 28, 28)))["params"]
     state = {"params": params, "opt_state": tx.init(params)}
     train_step, correct = make_steps(model, tx)
-    iterator, saved = iter(batches(args.factor, args.batch_size, args.seed)), Saved(out)
-    resumed = saved.restore(state, iterator)
-    state, fresh, loop = resumed or (state, FreshCounter(), {"step": 0, "next_eval": args.eval_every})
-    metrics, row = Metrics(out, loop["step"]), {}
+    saved = Saved(out)
+    state, input_state, fresh, loop = saved.restore(state) or (
+        state, None, FreshCounter(), {"step": 0, "next_eval": args.eval_every, "train_s": 0.0})
+    # Every run reads through the autopilot: a fixed factor at a cap of 1 (the same read-ahead, no copy).
+    reading = EchoOnStall(iter(batches(args.factor, args.batch_size, args.seed, args.read_us / 1e6, bool(args.auto))),
+                          max_factor=args.auto or 1.0, copies="examples" if args.auto else "batches", seed=args.seed,
+                          name="the Grain pipeline", state=input_state)
+    metrics, row, began = Metrics(out, loop["step"]), {}, time.perf_counter()
     while fresh.count < args.fresh_examples:
         if loop["step"] == args.stop_at_step:
             raise SystemExit(f"stopped at step {loop['step']} as --stop-at-step asked, without saving")
-        batch = next(iterator)
+        batch = dict(next(reading))
         read_ids = batch.pop("read_id")
+        if args.auto:  # no augmentation in the pipeline: each batch here, a copy anew
+            batch = augment_batch(batch, np.random.default_rng((args.seed + 1, loop["step"])))
         rate = learning_rate(args, fresh.count)  # the schedule's position: fresh examples before this step
         fresh.update(read_ids)
         state, loss = train_step(state, batch, np.float32(rate))
+        reading.step_in_flight(loss)
         loop["step"] += 1
         if fresh.count >= loop["next_eval"] or fresh.count >= args.fresh_examples:
             loop["next_eval"] += args.eval_every
+            train_s = loop["train_s"] + time.perf_counter() - began  # training only: not the evaluation
             row = {"step": loop["step"], "fresh_examples": fresh.count, "examples": loop["step"] * args.batch_size,
-                   "train_loss": float(loss), "accuracy": accuracy(correct, state["params"], test)}
+                   "train_loss": float(loss), "accuracy": accuracy(correct, state["params"], test),
+                   "train_s": train_s, "input_wait_share": reading.summary().input_wait_share}
             metrics.write(row)
+            loop["train_s"], began = train_s, time.perf_counter()
         if loop["step"] % args.checkpoint_every == 0:
-            saved.save(loop["step"], state, iterator, fresh, loop)
+            saved.save(loop["step"], state, reading, fresh, loop)
+    reading.close()
     saved.manager.close()
     return row
 
@@ -189,11 +222,18 @@ def parse(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=6_000, help="fresh examples between evaluations")
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--auto", type=float, default=None, metavar="CAP",
+                   help="echo on stall (EchoOnStall) instead of --factor, no example trained more than CAP times")
+    p.add_argument("--read-us", type=float, default=0.0, help="microseconds each record's read takes (a slow store)")
     p.add_argument("--stop-at-step", type=int, default=None,
                    help="stop at this step without saving, as a killed run would (to try resuming)")
     args = p.parse_args(argv)
     if not args.factor >= 1 or args.fresh_examples < 1 or args.batch_size < 1 or args.checkpoint_every < 1:
         p.error("--factor must be >= 1, and --fresh-examples, --batch-size and --checkpoint-every >= 1")
+    if args.auto is not None and not (args.auto >= 1 and args.factor == 2.0 and args.read_us >= 0):
+        p.error("--auto CAP takes a cap >= 1 in place of --factor (leave --factor out)")
+    if not args.read_us >= 0:
+        p.error("--read-us must be >= 0")
     return args
 
 

@@ -72,7 +72,7 @@ def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_siz
 
 def fresh_and_delivered(out):
     """The fresh examples in ``out`` (counted as the trainer counts them) and the examples it delivers."""
-    from echo_experiments.data.echo import FreshCounter
+    from echo_experiments.core.fresh import FreshCounter
 
     counter = FreshCounter()
     for b in out:

@@ -96,12 +96,12 @@ CASES = [
     (["echo=none", "echo.factor=auto"], "echo.placement=none is not allowed: echo.factor=auto needs an echo point"),
     (["echo=after_batching", "echo.factor=2", "echo.replay=runs/a"], "echo.replay=runs/a is not allowed: null unless "
      "echo.factor=auto (only the autopilot's decisions are recorded)"),
-    (["echo=after_batching", "echo.factor=2", "echo.min_worth=0.2", "trainer.copy_worth_every=8"],
-     "echo.min_worth=0.2 is not allowed: 0 unless echo.factor=auto and trainer.copy_worth_every >= 1 (the autopilot "
-     "copies by the copy-worth estimate)"),
-    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=0.2"], "echo.min_worth=0.2 is not allowed: 0 unless"),
-    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=2"], "echo.min_worth=2 is not allowed: a real number "
-     "from 0 to 1 (0 = copy whenever the step would wait)"),
+    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=0.5", "trainer.copy_worth_every=8"],
+     "echo.min_worth=0.5 is not allowed: 0 while no copy-worth estimate is chosen (the pilots chose none: "
+     "docs/protocol.md), so nothing could gate the autopilot's copies"),
+    (["echo=after_batching", "echo.factor=2", "echo.min_worth=0.2"], "echo.min_worth=0.2 is not allowed: 0 while no"),
+    (["echo=after_batching", "echo.factor=auto", "echo.min_worth=2"], "echo.min_worth=2 is not allowed: 0 while no "
+     "copy-worth estimate is chosen"),
     (["echo=after_batching", "echo.factor=auto", "echo.max_factor=0.5"], "echo.max_factor=0.5 is not allowed: a real "
      "number >= 1 and <= 1000 (the cap of echo.factor=auto)"),
     (["storage=emulated", "storage.latency_schedule=[[0,2]]"], "storage.latency_schedule=[[0, 2]] is not allowed: null "

@@ -137,16 +137,16 @@ def test_every_config_key_is_documented():
 
 
 def named_commands() -> set[str]:
-    """Every ``python -m echo_experiments...`` the README and docs/ name."""
-    command = re.compile(r"python -m (echo_experiments(?:\.[a-z_]+)*)")
+    """Every ``python -m echo_experiments...`` (and ``python -m paper...``) the README and docs/ name."""
+    command = re.compile(r"python -m ((?:echo_experiments|paper)(?:\.[a-z_]+)*)")
     return {m.group(1) for page in DOCS for m in command.finditer(page.read_text())}
 
 
 # The commands with an argparse --help, by the module whose main() parses it.
-HELPED = {"echo_experiments.archive": "archive", "echo_experiments.benchmark": "benchmark",
-          "echo_experiments.compare": "compare", "echo_experiments.retime": "retime",
-          "echo_experiments.service": "service", "echo_experiments.report": "report.__main__",
-          "echo_experiments.report.verdicts": "report.verdicts.__main__"}
+HELPED = {"paper.archive": "paper.archive", "echo_experiments.benchmark": "echo_experiments.benchmark",
+          "echo_experiments.compare": "echo_experiments.compare", "paper.retime": "paper.retime",
+          "echo_experiments.service": "echo_experiments.service",
+          "echo_experiments.report": "echo_experiments.report.__main__", "paper.verdicts": "paper.verdicts.__main__"}
 
 
 def test_every_command_the_docs_name_has_a_help():
@@ -161,7 +161,7 @@ def test_every_command_the_docs_name_has_a_help():
 @pytest.mark.parametrize("module", sorted(HELPED.values()))
 def test_each_commands_help_holds_its_whole_description(module, capsys):
     """--help prints what the module's docstring says of the command, not its first line cut mid-sentence."""
-    command = importlib.import_module(f"echo_experiments.{module}")
+    command = importlib.import_module(module)
     with pytest.raises(SystemExit) as stop:
         command.main(["--help"])
     assert stop.value.code == 0

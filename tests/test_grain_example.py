@@ -20,8 +20,13 @@ def arguments(out: Path, *extra: str):
                                 "--eval-every", "1600", "--checkpoint-every", "20", *extra])
 
 
+# The clock's readings in a row: a resumed run's differ from an uninterrupted one's.
+CLOCKS = ("train_s", "input_wait_share")
+
+
 def rows(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in json.loads(line).items() if k not in CLOCKS}
+            for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +52,13 @@ def test_a_run_stopped_without_saving_resumes_exactly(whole, tmp_path):
     assert (tmp_path / "checkpoints" / "40").is_dir() and len(rows(tmp_path)) == 2  # 1,600 and 3,200 at step 36
     grain_fashion.train(arguments(tmp_path))
     assert rows(tmp_path) == rows(whole)  # every evaluation's accuracy and training loss, to the last bit
+
+
+def test_echo_on_stall_trains_and_never_passes_its_cap(tmp_path):
+    """--auto: no echo stage in the pipeline, the autopilot's copies of examples (augmented in the loop), on a
+    store slow enough that it copies: never more than the cap per fresh example, fresh examples exact."""
+    grain_fashion.train(grain_fashion.parse(["--out", str(tmp_path), "--auto", "3", "--read-us", "200",
+                                             "--fresh-examples", "3200", "--eval-every", "1600"]))
+    last = rows(tmp_path)[-1]
+    assert 3200 <= last["fresh_examples"] < 3200 + BATCH
+    assert last["fresh_examples"] < last["examples"] <= 3 * last["fresh_examples"]

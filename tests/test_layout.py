@@ -1,5 +1,6 @@
 """The package's shape: every module in a folder of docs/architecture.md's table, imports pointing down the
-folders with no cycle, modules and functions short, and conf/ shipped inside an installed wheel."""
+folders with no cycle, modules and functions short, and conf/ shipped inside an installed wheel. The paper's
+reproduction (paper/) beside it by the same rules and its own table, imported by nothing of the package's."""
 
 import ast
 import os
@@ -15,14 +16,16 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "echo_experiments"
+PAPER = ROOT / "paper"
 TOP = "(top level)"
 # The public echo stages at the top level: modules to import, not commands.
 FACADES = {"tfdata", "grain"}
 
 
-def folder_rules(text: str) -> dict[str, dict]:
-    """docs/architecture.md's table of layers: folder -> the folders it imports and the modules its cell names."""
-    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+def folder_rules(text: str, heading: str = "## Layers") -> dict[str, dict]:
+    """A table of layers of docs/architecture.md (under ``heading``): folder -> the folders it imports and the
+    modules its cell names."""
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
     rules = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -35,7 +38,9 @@ def folder_rules(text: str) -> dict[str, dict]:
     return rules
 
 
-RULES = folder_rules((ROOT / "docs" / "architecture.md").read_text())
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
+RULES = folder_rules(ARCHITECTURE)
+PAPER_RULES = folder_rules(ARCHITECTURE, "## The paper beside the tool")
 
 
 def folder_of(module: str, rules: dict = RULES) -> str:
@@ -72,8 +77,9 @@ def imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_cycle():
-    graph = imports()
+@pytest.mark.parametrize("package", [PACKAGE, PAPER], ids=lambda p: p.name)
+def test_no_import_cycle(package):
+    graph = imports(package)
     state: dict[str, int] = {}
 
     def visit(module, trail):
@@ -121,12 +127,32 @@ def misplaced(names: dict[str, Path], rules: dict = RULES) -> list[str]:
 
 
 def test_every_module_is_in_a_folder_of_the_table():
-    assert set(RULES) >= {TOP, "cli", "training", "report", "report.verdicts", "workloads", "data", "models", "core"}
+    assert set(RULES) >= {TOP, "cli", "training", "report", "workloads", "data", "models", "core"}
     assert misplaced(module_names()) == []
 
 
 def test_imports_never_point_up_or_across_the_folders():
     assert wrong_imports(imports()) == []
+
+
+def test_the_paper_sits_beside_the_tool_by_its_own_table_and_the_tool_never_imports_it():
+    """paper/ imports echo_experiments as a user would; no module of the package imports paper, at any depth,
+    and none names the repository's results/ as a path."""
+    assert set(PAPER_RULES) == {TOP, "verdicts", "worth"}
+    names = module_names(PAPER)
+    top = {m.split(".")[1] for m in names if m.count(".") == 1 and folder_of(m, PAPER_RULES) == TOP} - {"__init__"}
+    assert top == PAPER_RULES[TOP]["names"]
+    assert wrong_imports(imports(PAPER), PAPER_RULES) == []
+    into_paper = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            into_paper += [f"{path.relative_to(ROOT)} imports {m}" for m in found if m.split(".")[0] == "paper"]
+    assert into_paper == []
+    named = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in sorted(PACKAGE.rglob("*.py"))
+             for line in p.read_text().splitlines() if re.search(r"""["'/]results["'/]""", line)]
+    assert named == []
 
 
 def test_the_folder_rule_fails_for_a_module_in_the_wrong_place():
@@ -145,7 +171,7 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 
 def test_modules_and_functions_stay_short():
     long = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *PAPER.rglob("*.py")]):
         text, name = path.read_text(), path.relative_to(ROOT)
         sizes = [(name, len(text.splitlines()), MAX_MODULE_LINES)]
         sizes += [(f"{name}:{node.lineno} {node.name}", node.end_lineno - node.lineno + 1, MAX_FUNCTION_LINES)
@@ -166,13 +192,15 @@ def test_an_installed_wheel_finds_its_configs(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for name in ("echo_experiments", "conf"):
+    for name in ("echo_experiments", "conf", "paper"):  # paper/ too: the wheel must leave it out
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
                     str(source)], check=True, capture_output=True, timeout=300)
     # pyproject.toml lists each config folder as a package by hand: a folder left out would not ship.
-    shipped = {n for n in zipfile.ZipFile(next(wheels.glob("*.whl"))).namelist() if n.endswith(".yaml")}
+    names = zipfile.ZipFile(next(wheels.glob("*.whl"))).namelist()
+    assert [n for n in names if n.startswith("paper/")] == []  # the tool only, never the paper's reproduction
+    shipped = {n for n in names if n.endswith(".yaml")}
     assert shipped == {f"echo_experiments/conf/{p.relative_to(ROOT / 'conf').as_posix()}"
                        for p in (ROOT / "conf").rglob("*.yaml")}
     venv = tmp_path / "venv"
@@ -205,3 +233,62 @@ print("composed", len({workloads!r}), "workloads and", len({presets!r}), "preset
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert "name: transformer_pydocs" in cli.stdout
+
+
+# Facts of the run layout and of what a reader sees, each spelled in one module (docs/architecture.md): the string
+# appears as a whole literal nowhere else in the package or the paper.
+ONE_PLACE = {"checkpoints": "echo_experiments/core/rundir.py", "tb": "echo_experiments/core/rundir.py",
+             "timed": "echo_experiments/core/rundir.py", "timed/": None,
+             "example, before aug.": "echo_experiments/core/placement.py",
+             "before aug.": "echo_experiments/core/placement.py", "batch echoing": "echo_experiments/core/placement.py",
+             "trainer.max_steps=200": None}
+# Names defined at the top of exactly one module.
+DEFINED_ONCE = ("SHARED_CORES", "PROFILE_RUN", "CHECKPOINTS", "TB", "TIMED", "was_alone")
+
+
+def test_each_fact_is_stated_in_one_module():
+    spelled, defined = {}, {}
+    for path in sorted([*PACKAGE.rglob("*.py"), *PAPER.rglob("*.py")]):
+        tree, name = ast.parse(path.read_text()), path.relative_to(ROOT).as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in ONE_PLACE:
+                spelled.setdefault(node.value, set()).add(name)
+        for node in tree.body:
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            names += [e.id for t in targets if isinstance(t, ast.Tuple) for e in t.elts if isinstance(e, ast.Name)]
+            names += [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else []
+            for n in set(names) & set(DEFINED_ONCE):
+                defined.setdefault(n, set()).add(name)
+    assert {k: v for k, v in spelled.items() if v != ({ONE_PLACE[k]} if ONE_PLACE[k] else set())} == {}
+    assert {k: v for k, v in defined.items() if len(v) != 1} == {} and set(defined) == set(DEFINED_ONCE)
+    registry = (PACKAGE / "workloads" / "registry.py").read_text()
+    assert '"none"' not in registry and "'none'" not in registry  # Placement.NONE
+
+
+def covering_tests(text: str = ARCHITECTURE) -> dict[str, str]:
+    """docs/architecture.md's table of the modules tested elsewhere than a test file of their own: module -> test."""
+    section = text.split("**Finding a module's test.**", 1)[1]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z_/]+)` \| `([^`]+)` \|$", section, re.M)}
+
+
+def untested(covered: dict[str, str]) -> list[str]:
+    """Modules with neither a test file of their own nor a row of the table, and rows that name no file."""
+    wrong = []
+    for package, tests in ((PACKAGE, ROOT / "tests" / "unit"), (PAPER, ROOT / "tests" / "paper")):
+        for path in sorted(package.rglob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            rel = path.relative_to(package).with_suffix("")
+            name = rel.as_posix() if package == PACKAGE else f"paper/{rel.as_posix()}"
+            own = (tests / rel.parent / f"test_{rel.name}.py") if package == PACKAGE else tests / f"test_{rel.name}.py"
+            if not own.exists() and name not in covered:
+                wrong.append(f"{name}: no {own.relative_to(ROOT)} and no row in docs/architecture.md's test table")
+    wrong += [f"{m}: its test {t} does not exist" for m, t in covered.items() if not (ROOT / t).is_file()]
+    return wrong
+
+
+def test_every_module_has_a_test_a_reader_can_find():
+    assert untested(covering_tests()) == []
+    assert untested({}) != []  # the check can fail: without the table most modules have no test of their own

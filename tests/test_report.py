@@ -147,7 +147,7 @@ def test_ideal_speedup_is_min_of_e_and_r_and_never_below_one(tmp_path):
 def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp_path):
     timing = dict(upstream_s_per_batch=0.6, downstream_s_per_step=0.1)  # R = 6 when measured alone
     # The baseline's one trial, tuned beside another job (faster in this made-up case, its R off), then timed
-    # again alone, as python -m echo_experiments.retime does: the same trial, counted once.
+    # again alone, as python -m paper.retime does: the same trial, counted once.
     make_run(tmp_path / "runs", "base", fresh=900, seconds=30.0, steps=9, other_cores=1.1,
              upstream_s_per_batch=0.9, downstream_s_per_step=0.1, wall_time_s=27.0)
     make_run(tmp_path / "runs", "timed/base", fresh=900, seconds=40.0, steps=9, other_cores=0.02, **timing,

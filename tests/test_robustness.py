@@ -285,7 +285,7 @@ def test_side_commands_refuse_bad_arguments_before_any_work(tmp_path, capsys, co
     (tmp_path / "a_file").write_text("")
     (tmp_path / "empty").mkdir()
     before = sorted(tmp_path.rglob("*"))
-    main = importlib.import_module({"report": "echo_experiments.report.__main__"}.get(
+    main = importlib.import_module({"report": "echo_experiments.report.__main__", "retime": "paper.retime"}.get(
         command, f"echo_experiments.{command}")).main
     try:
         status = main([a.format(tmp=tmp_path) for a in args])
@@ -347,7 +347,7 @@ def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, dat
 # time (ten sleeps of 0.05 s: a pause inside one ends it, as it ends a slice of the wait).
 WAITER = """
 import concurrent.futures, sys, threading, time
-from echo_experiments.training.waits import result_within
+from echo_experiments.autopilot.reader import result_within
 future = concurrent.futures.Future()
 threading.Thread(target=lambda: ([time.sleep(0.05) for _ in range(10)], future.set_result("batch")),
                  daemon=True).start()

@@ -20,12 +20,13 @@ import tensorflow as tf
 from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
 
 from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.fresh import FreshCounter
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.specs import PipelineSpec, RunSpec
 from echo_experiments.data import stream
-from echo_experiments.data.echo import FreshCounter
 from echo_experiments.training import optim, parallel
-from echo_experiments.training.trainer import TrainState, learning_rates, make_train_step, run
+from echo_experiments.training.step import TrainState, learning_rates, make_train_step
+from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.

@@ -9,10 +9,11 @@ import pytest
 from conftest import FAST, compose_config
 
 from echo_experiments.cli.plan import check_command_line
+from echo_experiments.core.input_bound import xprof_class
 from echo_experiments.core.rundir import RunDir
 from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data import sources, stream
-from echo_experiments.data.storage import LoopbackServer, Store, emulated, http_records, read_cost_s
+from echo_experiments.data.storage import LoopbackServer, Store, emulated, http_records, latency_at, read_cost_s
 from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 
@@ -85,6 +86,9 @@ def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, s
     expected = (second["wall_time_s"] - first["wall_time_s"]) / (160 / 32) / summary["upstream_s_per_batch"]
     assert "input_slowdown" not in first and second["input_slowdown"] == pytest.approx(expected)
     assert summary["input_slowdown"] == pytest.approx(expected)  # the median of the one
+    # The users' words beside R in the record: the share of step time waiting for input without echoing.
+    share = max(0.0, 1 - 1 / summary["upstream_downstream_ratio"])
+    assert summary["input_wait_share"] == pytest.approx(share) and summary["input_bound"] == xprof_class(share)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -118,3 +122,9 @@ def test_an_unreachable_store_fails_with_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: storage.url=http://127.0.0.1:9 is unreachable: ")
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_latency_schedule_takes_its_spans_in_turn_and_repeats():
+    schedule = [[3, 10.0], [2, 1.0]]
+    assert [latency_at(i, 5.0, schedule) for i in range(7)] == [10, 10, 10, 1, 1, 10, 10]
+    assert latency_at(12345, 5.0, None) == 5.0

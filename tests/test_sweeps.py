@@ -258,7 +258,7 @@ def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it
     timed/, where it reaches the target with the same fresh examples; a second call times nothing; the
     reporter counts the trial once."""
     from echo_experiments.report.__main__ import main as report
-    from echo_experiments.retime import main as retime
+    from paper.retime import main as retime
 
     sweep = tmp_path / "sweep"
     study = [*FAST, "tuning.study=0", "tuning.trial=0,1", "tuning.seed=3", "workload.target.value=0.9",
@@ -295,7 +295,7 @@ def test_retime_runs_each_studys_best_trial_again_alone_and_the_report_counts_it
 
 
 def test_retime_refuses_a_folder_without_runs_in_one_line(tmp_path, capsys):
-    from echo_experiments.retime import main as retime
+    from paper.retime import main as retime
 
     assert retime([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == f"error: no such sweep folder: {tmp_path / 'missing'}\n"
@@ -304,7 +304,7 @@ def test_retime_refuses_a_folder_without_runs_in_one_line(tmp_path, capsys):
 
 
 def test_retime_times_on_another_store_only_and_keeps_a_folder_to_one_store(tmp_path, capsys):
-    from echo_experiments.retime import main as retime
+    from paper.retime import main as retime
 
     # Anything but the store would change what the timed run trains, not only when its batches arrive.
     assert retime([str(tmp_path), "--store", "echo.factor=3"]) == 2
@@ -328,7 +328,7 @@ def test_retime_times_on_another_store_only_and_keeps_a_folder_to_one_store(tmp_
 
 
 def test_retime_leaves_out_the_conditions_excluded_and_times_again_on_request(capsys):
-    from echo_experiments.retime import main as retime
+    from paper.retime import main as retime
 
     # The committed wall-clock sweep: 5 factors x 5 studies of best trials, every one timed already.
     runs = str(Path(__file__).parents[1] / "results" / "wall_clock_5_studies_cpu" / "fashion_mnist" / "runs")

@@ -28,6 +28,15 @@ CONFIG_MODULE = "echo_experiments.conf"
 MAX_COMBINATIONS = 128
 # The keys that pick a tuning trial: the same condition in every trial (tuning.py).
 TRIAL_KEYS = ("tuning.study", "tuning.trial")
+# The short run that measures a config's timing facts (the profiler's, and compare's first step): what it sets
+# unless the command line says otherwise.
+PROFILE_RUN = {"trainer.max_steps": "200", "trainer.stop_at_target": "false", "trainer.progress": "false"}
+
+
+def profile_overrides(overrides: list[str]) -> list[str]:
+    """``overrides`` with PROFILE_RUN's keys they do not set."""
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    return [f"{k}={v}" for k, v in PROFILE_RUN.items() if k not in given] + list(overrides)
 
 
 @dataclass

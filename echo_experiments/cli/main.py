@@ -2,7 +2,7 @@
 
 Everything a user can get wrong on the command line ends here in one line on stderr and exit status 2
 (:func:`fail`): before Hydra runs anything, every job the command line would run is composed and validated
-(sweep.plan); a missing data set or an unreachable store found while a job starts ends the same way; an
+(cli/plan.py); a missing data set or an unreachable store found while a job starts ends the same way; an
 input that stops answering during the run ends with exit 3, a lost peer process with 4, a signal with
 128 + its number. Library modules never import this one.
 """
@@ -24,6 +24,7 @@ from echo_experiments.cli import worker_stops
 from echo_experiments.cli.compose import CONFIG_MODULE
 from echo_experiments.cli.exits import end_now, fail
 from echo_experiments.cli.plan import PLAN_VARIABLE, SweepPlan, job_key, plan, progress
+from echo_experiments.core.input_bound import in_words
 from echo_experiments.core.record import RunRecord, Target
 from echo_experiments.core.rundir import SUMMARY, unwritable
 from echo_experiments.core.schema import ConfigError
@@ -66,9 +67,11 @@ def _last_line(record: RunRecord, out_dir: str) -> str:
     auto = (f", the autopilot trained {record.effective_echo_factor:.2f} examples per fresh one (cap "
             f"{record.echo_max_factor:g}, {record.echo_copied_batches} batches copied)") \
         if record.echo_auto and record.effective_echo_factor is not None else ""
+    bound = (f"; R = {record.upstream_downstream_ratio:.2f}: {in_words(record.input_wait_share)} without echoing"
+             if record.upstream_downstream_ratio is not None else "")
     return (f"{record.status}: {'target not reached' if reached is None else f'{reached} fresh examples to target'}, "
             f"{record.steps} steps, {record.fresh_examples} fresh examples{auto}, {record.wall_time_s:.1f} s of "
-            f"training -> {out_dir}")
+            f"training{bound} -> {out_dir}")
 
 
 class _JobTag(logging.Filter):

@@ -65,7 +65,8 @@ class EchoConfig:
     max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
                                 real(1, MAX_FACTOR))
     # With factor auto: copies only while the copy-worth estimate (training/worth.py) says one is worth this much.
-    min_worth: float = setting(0.0, "a real number from 0 to 1 (0 = copy whenever the step would wait)", real(0, 1))
+    # Kept so that every committed run's config.yaml still reads; nothing reads it while no estimate is chosen.
+    min_worth: float = setting(0.0, "0 while no copy-worth estimate is chosen", real(0, 1))
     # With factor auto: a run whose recorded decisions this one makes again instead of the clock's (decisions.py).
     replay: Optional[str] = setting(None, "null or the directory of a run made with echo.factor=auto (the "
                                     "decisions it recorded are made again, whatever the input's speed)",

@@ -12,7 +12,7 @@ import os
 import platform
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from echo_experiments.core.schema import ConfigError
 
@@ -20,6 +20,21 @@ from echo_experiments.core.schema import ConfigError
 VECTOR_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
                    "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile", "asimd", "sve")
 PACKAGES = ("jax", "jaxlib", "tensorflow-cpu", "tensorflow", "numpy")
+# A run during which other processes kept more than this many cores busy on average shared the machine: its
+# seconds measured the other work too, and it is left out of the speedups (docs/protocol.md). A fifth of a core
+# is far above the background of an idle machine and far below one more job (about 1). Measured on this
+# project's 2-core machine with the sweeps paused: 0.002 by
+#   python -c "import time; from echo_experiments.training.timing import *; w=OtherWork(); time.sleep(10);
+#              print(w.seconds()/10)"
+SHARED_CORES = 0.2
+
+
+def was_alone(other_cores: Optional[float]) -> bool:
+    """Whether a run's seconds are a timing: it recorded what else ran meanwhile (other_cores), and that was
+    at most SHARED_CORES. A run made before other_cores was recorded (None or NaN) is not known to have been
+    alone (the sweeps of that time ran two jobs at a time), so its seconds do not count either."""
+    return other_cores is not None and float(other_cores) <= SHARED_CORES  # NaN compares False
+
 
 
 def _cpuinfo() -> dict[str, str]:

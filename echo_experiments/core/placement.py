@@ -26,6 +26,16 @@ class Placement(enum.Enum):
                 "after_batching": "E3"}.get(self.value)
 
     @property
+    def label(self) -> str:
+        """Its name in a figure's legend."""
+        return _NAMES[self][0]
+
+    @property
+    def short(self) -> str:
+        """Its name in a table's cell, where several conditions share one."""
+        return _NAMES[self][1]
+
+    @property
     def echoes_batches(self) -> bool:
         return self is Placement.AFTER_BATCHING
 
@@ -37,6 +47,12 @@ class Placement(enum.Enum):
         return (cls.NONE, cls.BEFORE_BATCHING, cls.AFTER_BATCHING)
 
 
+# What a reader calls each placement: in a figure's legend, and in a table's cell.
+_NAMES = {Placement.NONE: ("baseline", "baseline"),
+          Placement.BEFORE_AUGMENTATION: ("example, before aug.", "before aug."),
+          Placement.AFTER_AUGMENTATION: ("example, after aug.", "after aug."),
+          Placement.BEFORE_BATCHING: ("example echoing", "example"),
+          Placement.AFTER_BATCHING: ("batch echoing", "batch")}
 PLACEMENTS = tuple(p.value for p in Placement)
 # echo.factor's value for the autopilot (autopilot.py): the factor follows the input while training.
 AUTO = "auto"
@@ -62,7 +78,6 @@ class EchoSpec:
     auto: bool = False
     replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
     max_factor: Optional[float] = None  # with auto: its cap; None without it
-    min_worth: float = 0.0  # with auto: what the copy-worth estimate must say a copy is worth for copies to be made
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
@@ -70,7 +85,7 @@ class EchoSpec:
         buffer = None if echo.shuffle_buffer is None else int(echo.shuffle_buffer)
         if echo.factor == AUTO:
             return cls(Placement(echo.placement), 1.0, buffer, True, echo.get("replay"),
-                       float(echo.get("max_factor", 1.0)), float(echo.get("min_worth", 0.0)))
+                       float(echo.get("max_factor", 1.0)))
         return cls(Placement(echo.placement), float(echo.factor), buffer)
 
     @property

@@ -143,6 +143,10 @@ class RunRecord:
     recommended_echo_factor: Optional[float] = None
     accelerator_idle_fraction: Optional[float] = None
     input_slowdown: Optional[float] = None  # training/timing.py: the median over evaluations
+    # Without echoing, the share of a step's wall time spent waiting for input (1 - 1/R) and XProf's class of it
+    # (core/input_bound.py); None where R was not measured.
+    input_wait_share: Optional[float] = None
+    input_bound: Optional[str] = None
     machine: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     schema_version: int = SCHEMA_VERSION

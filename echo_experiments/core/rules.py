@@ -28,9 +28,9 @@ def check_rules(cfg: DictConfig) -> None:
         if o[length] is None and t[budget] is None:
             raise ConfigError(f"optimizer.{length}", None, f"an integer >= 1 unless trainer.{budget} is set "
                               "(a linear decay needs a length)")
-    if cfg.echo.min_worth and (cfg.echo.factor != AUTO or not t.copy_worth_every):
-        raise ConfigError("echo.min_worth", cfg.echo.min_worth, "0 unless echo.factor=auto and "
-                          "trainer.copy_worth_every >= 1 (the autopilot copies by the copy-worth estimate)")
+    if cfg.echo.min_worth:
+        raise ConfigError("echo.min_worth", cfg.echo.min_worth, "0 while no copy-worth estimate is chosen (the pilots "
+                          "chose none: docs/protocol.md), so nothing could gate the autopilot's copies")
     if cfg.echo.replay is not None and cfg.echo.factor != AUTO:
         raise ConfigError("echo.replay", cfg.echo.replay, "null unless echo.factor=auto (only the autopilot's "
                           "decisions are recorded)")

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 LOCK, HOLDER = ".lock", ".lock.holder"
+# The run's own folders: its checkpoints and its TensorBoard events. A sweep folder's TIMED holds its study-best
+# trials timed again, alone, each the same trial as its tuning run (the reporter counts it once).
+CHECKPOINTS, TB, TIMED = "checkpoints", "tb", "timed"
 # Keys that say how to run, not what: a rerun may change them without making the run another config. A run
 # resumed from a checkpoint goes on as if never stopped, so how often it checkpoints changes no result.
 HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_seconds",
@@ -151,14 +154,14 @@ class RunDir:
         """Forget an earlier attempt (trainer.restart=true): its summary, metrics, event files and checkpoints.
         Folders of those names where no run wrote its config.yaml are someone else's: ConfigError, nothing
         deleted."""
-        folders = [name for name in ("checkpoints", "tb") if os.path.lexists(self.path / name)]
+        folders = [name for name in (CHECKPOINTS, TB) if os.path.lexists(self.path / name)]
         if folders and not (self.path / CONFIG).is_file():
             raise ConfigError("trainer.restart", True, "", (
                 f"{self.path} holds {' and '.join(f'{name}/' for name in folders)} but no {CONFIG}: no run of this "
                 "program was there, so trainer.restart=true deletes nothing of it; choose another hydra.run.dir"))
         for name in (SUMMARY, METRICS):
             (self.path / name).unlink(missing_ok=True)
-        for name in ("checkpoints", "tb"):
+        for name in (CHECKPOINTS, TB):
             shutil.rmtree(self.path / name, ignore_errors=True)
 
     def start(self, cfg: DictConfig) -> None:

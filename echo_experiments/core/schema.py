@@ -108,6 +108,14 @@ def nonempty_list(check: Check) -> Check:
     return ok
 
 
+def argument(name: str, value: Any, allowed: str, check: Check) -> Any:
+    """A library function's argument, checked as the command line checks a key: ConfigError (a ValueError) naming
+    the argument and what is allowed, in one line."""
+    if not check(value):
+        raise ConfigError(name, value, allowed)
+    return value
+
+
 def setting(default: Any = MISSING, allowed: str = "", check: Optional[Check] = None, **kw: Any) -> Any:
     """A field with its allowed-values sentence and the check that enforces it."""
     meta = {"allowed": allowed, "check": check}

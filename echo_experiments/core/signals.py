@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from echo_experiments.core.rundir import CHECKPOINTS
+
 # The signal the start-up handler received, until Signals takes it over; "trained" once the loop gave them back.
 _at_startup: dict[str, int] = {}
 
@@ -63,7 +65,7 @@ class Interrupted(Exception):
 
     def __init__(self, signum: int, step: int, fresh: int, run_path: Path, saved: bool):
         self.signum = signum
-        where = (f"its checkpoint is in {run_path / 'checkpoints'}: run the same command to resume" if saved else
+        where = (f"its checkpoint is in {run_path / CHECKPOINTS}: run the same command to resume" if saved else
                  "no checkpoint was written (trainer.checkpoint_every_seconds and _steps are 0): a rerun starts over")
         super().__init__(f"stopped by {signal.Signals(signum).name} at step {step} ({fresh} fresh examples); {where}")
 

@@ -1,4 +1,4 @@
-"""Small typed specs, made once from a run's config where the library is entered (train.run, the profiler,
+"""Small typed specs, made once from a run's config where the library is entered (training.trainer.run, the profiler,
 the benchmark, the tf.data service): the input pipeline, the learning-rate schedule and optimizer, the
 trainer's loop and the device mesh. Library code takes these, never the whole config, so what a module
 depends on is written in its signature.

@@ -12,7 +12,6 @@ train step. Non-integer factors, shuffles and read-ahead cannot make that count 
 
 import math
 
-import numpy as np
 import tensorflow as tf
 
 # Examples of a fixed shape are echoed this many at a time (one tf.repeat instead of a dataset per example).
@@ -23,9 +22,9 @@ def echo(ds: tf.data.Dataset, factor: float, seed: int, chunk: int = CHUNK) -> t
     """Repeat each element floor(factor) times, plus once more with probability factor - floor(factor).
 
     Copies follow their original at once, in the same order either way the stage is built. Fixed-shape
-    elements are echoed ``chunk`` at a time (a dataset per small element costs ~10x more; see
-    results/benchmark.md), so the stage holds back up to ``chunk`` upstream elements before it hands on the
-    first copy. Whole batches take ``chunk=1``, one dataset per batch: chunks of 64 batches would make an
+    elements are echoed ``chunk`` at a time (a dataset per small element costs ~10x more: python -m
+    echo_experiments.benchmark), so the stage holds back up to ``chunk`` upstream elements before it hands on
+    the first copy. Whole batches take ``chunk=1``, one dataset per batch: chunks of 64 batches would make an
     input-bound trainer wait for 64 fresh batches and then race through their copies.
     """
     if factor < 1:
@@ -60,38 +59,3 @@ def _echo_chunks(ds: tf.data.Dataset, whole: int, extra: float, seed: int, chunk
         return tf.nest.map_structure(lambda x: tf.repeat(x, copies, axis=0), elements)
 
     return ds.batch(chunk).enumerate().map(repeat).unbatch()
-
-
-class FreshCounter:
-    """Counts the distinct read ids seen so far (read ids are non-negative integers)."""
-
-    def __init__(self) -> None:
-        self._seen = np.zeros(1 << 16, dtype=bool)
-        self.count = 0
-
-    @property
-    def seen(self) -> np.ndarray:
-        """The read ids seen so far, as a mask indexed by id (for checkpoints)."""
-        return self._seen
-
-    @classmethod
-    def from_seen(cls, seen: np.ndarray) -> "FreshCounter":
-        counter = cls()
-        counter._seen = np.asarray(seen, dtype=bool).copy()
-        counter.count = int(counter._seen.sum())
-        return counter
-
-    def update(self, read_ids: np.ndarray) -> int:
-        """Mark a batch's read ids as seen; return how many of them were fresh."""
-        ids = np.asarray(read_ids, dtype=np.int64).ravel()
-        if ids.size == 0:
-            return 0
-        needed = int(ids.max()) + 1
-        if needed > self._seen.size:
-            grown = np.zeros(max(needed, 2 * self._seen.size), dtype=bool)
-            grown[: self._seen.size] = self._seen
-            self._seen = grown
-        new = np.unique(ids[~self._seen[ids]])
-        self._seen[new] = True
-        self.count += new.size
-        return int(new.size)

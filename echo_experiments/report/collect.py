@@ -9,7 +9,7 @@ reason, never silently dropped. A run is named by its path relative to the folde
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator
 
 import pandas as pd
 import yaml
@@ -176,8 +176,3 @@ def _study_key(record: RunRecord, name: str) -> str:
         return f"run:{name}"
     return f"study:{0 if record.tuning_seed is None else record.tuning_seed}:{record.study}"
 
-
-def results_trials(results: Path, folders: Iterable[str]) -> dict[str, Optional[pd.DataFrame]]:
-    """The trials of each results/<sweep>/<workload> folder's runs/, each folder read once (None: no runs/)."""
-    return {folder: collect([results / folder / "runs"])[0] if (results / folder / "runs").is_dir() else None
-            for folder in dict.fromkeys(folders)}

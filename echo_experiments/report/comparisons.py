@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from echo_experiments.core.rundir import TIMED
 from echo_experiments.report import stats
 from echo_experiments.report.tables import CONDITION
 
@@ -15,7 +16,7 @@ PAIRED = ["n_draws", "n_neither", "n_fewer", "n_more", "n_same", "n_open", "shar
 
 def _tuning(trials: pd.DataFrame) -> pd.DataFrame:
     """The tuning trials: a trial timed again (retime's timed/ runs) counts once."""
-    return trials[~trials["path"].str.startswith("timed/")]
+    return trials[~trials["path"].str.startswith(f"{TIMED}/")]
 
 
 def paired_table(trials: pd.DataFrame) -> pd.DataFrame:

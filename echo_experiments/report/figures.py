@@ -17,12 +17,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from echo_experiments.core.placement import Placement
 from echo_experiments.report.tables import CONDITION, condition_placement
 
-LABELS = {"none": "baseline", "before_augmentation": "example, before aug.",
-          "after_augmentation": "example, after aug.", "before_batching": "example echoing",
-          "after_batching": "batch echoing",
-          condition_placement("after_batching", True): "autopilot (cap e)"}
+LABELS = {p.value: p.label for p in Placement} | {condition_placement("after_batching", True): "autopilot (cap e)"}
 
 
 def _label(placement: str, shuffle_buffer: int = 0) -> str:

@@ -2,7 +2,6 @@
 
 import math
 import textwrap
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
@@ -62,15 +61,3 @@ def wrap_prose(text: str, width: int = 120) -> str:
             out.append(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False))
     return "\n".join(out)
 
-
-def report_link(results: Path, folder: str) -> str:
-    """A results folder as a reference link to its report.md (its target in :func:`link_targets`, so that a table
-    cell holds only the folder's name), or its bare name while it has none (a sweep still running)."""
-    return f"[{folder}]" if (results / folder / "report.md").exists() else folder
-
-
-def link_targets(links: Iterable[str]) -> str:
-    """The targets of :func:`report_link`'s links (the bare names among them link nowhere), one line each, for
-    below the table that holds them."""
-    folders = dict.fromkeys(link[1:-1] for link in links if link.startswith("[") and link.endswith("]"))
-    return "".join(f"[{f}]: results/{f}/report.md\n" for f in folders)

@@ -7,11 +7,11 @@ infinitely many fresh examples (worse than any study that did), never as zero.
 """
 
 import math
-from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from echo_experiments.core.machine import was_alone
 from echo_experiments.core.rundir import CONDITION as _CONDITION
 
 CONDITION = list(_CONDITION)
@@ -27,7 +27,7 @@ SPEEDUP_COUNTS = ["n_studies", "n_studies_reached", "n_studies_timed", "n_runs_s
 
 def trial_ids(trials: pd.DataFrame) -> pd.Series:
     """What a run is a run of: its study trial (``trial 3``), or itself when it is in no study. A trial run
-    again (``python -m echo_experiments.retime`` times a study's best trial alone) is still one trial."""
+    again (``python -m paper.retime`` times a study's best trial alone) is still one trial."""
     return trials["trial"].map(lambda x: None if pd.isna(x) else f"trial {x:g}").fillna(trials["path"])
 
 
@@ -117,27 +117,11 @@ def has_nominal_factor(placement: str) -> bool:
     return not placement.endswith(AUTOPILOT)
 
 
-# A run during which other processes kept more than this many cores busy on average shared the machine: its
-# seconds measured the other work too, and it is left out of the speedups (docs/protocol.md). A fifth of a core
-# is far above the background of an idle machine and far below one more job (about 1). Measured on this
-# project's 2-core machine with the sweeps paused: 0.002 by
-#   python -c "import time; from echo_experiments.training.timing import *; w=OtherWork(); time.sleep(10);
-#              print(w.seconds()/10)"
-SHARED_CORES = 0.2
-
-
 def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
     """The runs that shared the machine (other_cores above SHARED_CORES), with how much."""
     other = trials["other_cores"].astype(float)  # NaN: a run made before it was recorded
     shared = other.notna() & ~alone(trials)
     return trials.loc[shared, ["path", *CONDITION]].assign(other_cores=other[shared].to_numpy())
-
-
-def was_alone(other_cores: Optional[float]) -> bool:
-    """Whether a run's seconds are a timing: it recorded what else ran meanwhile (other_cores), and that was
-    at most SHARED_CORES. A run made before other_cores was recorded (None or NaN) is not known to have been
-    alone (the sweeps of that time ran two jobs at a time), so its seconds do not count either."""
-    return other_cores is not None and float(other_cores) <= SHARED_CORES  # NaN compares False
 
 
 def alone(trials: pd.DataFrame) -> pd.Series:
@@ -147,7 +131,7 @@ def alone(trials: pd.DataFrame) -> pd.Series:
 
 def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:
     """Per condition: median/min/max over studies of the seconds to target of each study's best trial (the
-    trial fresh_examples_to_target counts, the one ``python -m echo_experiments.retime`` times again), taken
+    trial fresh_examples_to_target counts, the one ``python -m paper.retime`` times again), taken
     from a run of that trial that had the machine to itself; the speedup over the baseline as per-study pairs
     (each study's baseline seconds over the same study's seconds of this condition: median, min and max over
     the studies timed in both); beside it the ideal where R is known: time per fresh

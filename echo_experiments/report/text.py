@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from echo_experiments.core.machine import SHARED_CORES
 from echo_experiments.report import tables
 from echo_experiments.report.markdown import table, tables_within, wrap_prose
 from echo_experiments.report.stats import LEVEL
@@ -91,7 +92,7 @@ def _seconds_text(trials: pd.DataFrame) -> str:
             "measured speedup below it is limited by the copies' cost to the input here, one at it by fresh "
             "examples to target. A study's seconds are those of its "
             "best trial (the one counted above), from a run of it that had the machine to itself: other processes "
-            f"kept at most {tables.SHARED_CORES:g} cores busy on average while it ran. A study whose best trial has no "
+            f"kept at most {SHARED_CORES:g} cores busy on average while it ran. A study whose best trial has no "
             "such run is untimed (n_studies_reached - n_studies_timed) and left out; no other trial stands in for "
             "it. n_runs_shared counts the runs that shared the machine (listed below), n_runs_unmeasured those made "
             f"before that was recorded ({int(trials['other_cores'].isna().sum())} here), whose seconds are not "

@@ -27,8 +27,8 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import summary_v2 as hp
 
 from echo_experiments.core.record import RunRecord
+from echo_experiments.core.rundir import TB
 
-TB = "tb"
 # Row keys that are bookkeeping, not curves.
 _NOT_CURVES = {"step", "fresh_examples", "examples_trained", "learning_rate", "train_loss", "delivered_per_fresh",
                "input_slowdown"}
@@ -83,14 +83,16 @@ class Events:
     def outcome(self, record: RunRecord) -> None:
         """The run's outcome, once, at its last step: what a sweep is sorted and filtered by."""
         summary = record.to_json()
+        ends = ("_to_target", "_s", "_fraction", "ratio", "_share")
         facts = {"reached_target": float(record.reached),
-                 **{k: v for k, v in summary.items()
-                    if k.endswith(("_to_target", "_s", "_fraction", "ratio")) or k == "effective_echo_factor"}}
+                 **{k: v for k, v in summary.items() if k.endswith(ends) or k == "effective_echo_factor"}}
         with self.writer.as_default():
             for name, value in facts.items():
                 if _number(value):
                     tf.summary.scalar(f"outcome/{name}", value, step=record.steps)
             tf.summary.text("outcome/status", record.status, step=record.steps)
+            if record.input_bound is not None:  # XProf's words beside R (core/input_bound.py)
+                tf.summary.text("outcome/input_bound", record.input_bound, step=record.steps)
         self.writer.flush()
 
     def close(self) -> None:

@@ -22,12 +22,14 @@ Every run measures the first two before it trains and writes all of them into it
 import gc
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import jax
 import numpy as np
 import psutil
 
+from echo_experiments.core.input_bound import in_words, wait_share, xprof_class
+from echo_experiments.core.machine import SHARED_CORES
 from echo_experiments.core.specs import PipelineSpec
 from echo_experiments.data import stream
 
@@ -50,18 +52,19 @@ class Timing:
         fresh one (the paper's model): max(1, min(e, R)). The measured fresh-example ratio says how much less."""
         return max(1.0, min(factor, self.ratio))
 
-    def advice(self, other_cores: Optional[float] = None, busy: float = 0.2,
-               autopilot: Optional[Mapping[str, str]] = None) -> str:
+    def advice(self, other_cores: Optional[float] = None, busy: float = SHARED_CORES) -> str:
         """What to do with the numbers, in words; a warning when other processes kept more than ``busy`` cores
-        busy while they were measured (R moves with the machine's load). ``autopilot``: the verdicts of the
-        autopilot's checks where the input is the bottleneck; it is advised only where each is met."""
+        busy while they were measured (R moves with the machine's load). The advice rests on what was measured
+        here; the autopilot's evidence against fixed factors is the project's README table, not read here."""
         if self.ratio < 1:
             text = (f"advice: not input-bound (R = {self.ratio:.2f} < 1): the step, not the input, is the "
                     "bottleneck, so echoing will not save time")
         else:
             text = (f"advice: input-bound by R = {self.ratio:.2f}: try echo.factor={self.recommended_echo_factor():g}"
-                    f"{_autopilot(autopilot)} and compare seconds (and fresh examples) to target with the baseline "
-                    "on the same fresh-example schedule (python -m echo_experiments.compare does; docs/your-model.md)")
+                    " (or echo.factor=auto, which copies only while the step would wait: the README's table 'The "
+                    "autopilot' says how it fared against fixed factors) and compare seconds (and fresh examples) "
+                    "to target with the baseline on the same fresh-example schedule (python -m "
+                    "echo_experiments.compare does; docs/your-model.md)")
         if other_cores is not None and other_cores > busy:
             text += (f"\nwarning: other processes kept {other_cores:.2f} cores busy while this measured: R moves "
                      "with the machine's load; measure again when it is idle")
@@ -77,9 +80,15 @@ class Timing:
         """Seconds of training per fresh batch over the input's alone (None over no fresh batch)."""
         return wall_s / fresh_batches / self.upstream_s_per_batch if fresh_batches > 0 else None
 
-    def as_dict(self) -> dict[str, float]:
+    @property
+    def wait_share(self) -> Optional[float]:
+        """The share of a step's wall time spent waiting for input without echoing (core/input_bound.py)."""
+        return wait_share(self.ratio)
+
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "upstream_downstream_ratio": self.ratio,
-                "recommended_echo_factor": self.recommended_echo_factor()}
+                "recommended_echo_factor": self.recommended_echo_factor(), "input_wait_share": self.wait_share,
+                "input_bound": xprof_class(self.wait_share)}
 
 
 class OtherWork:
@@ -154,7 +163,7 @@ def report_lines(timing: Timing, idle: str) -> list[str]:
     e = timing.recommended_echo_factor()
     return [f"upstream    {timing.upstream_s_per_batch:.4f} s per batch (input pipeline alone, no echoing)",
             f"downstream  {timing.downstream_s_per_step:.4f} s per step (train step on a cached batch)",
-            f"R           {timing.ratio:.2f}",
+            f"R           {timing.ratio:.2f}: {in_words(timing.wait_share)} without echoing",
             f"idle        {idle}",
             f"recommended echo factor: {e:g} (the largest e <= R)",
             f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
@@ -173,12 +182,3 @@ def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: 
     gc.collect()
     return Timing(up, downstream_s_per_step(step, state, batch, n))
 
-
-def _autopilot(verdicts: Optional[Mapping[str, str]]) -> str:
-    if not verdicts:
-        return ""
-    if all(v == "met" for v in verdicts.values()):
-        return " (or let the autopilot follow the input: echo=after_batching echo.factor=auto)"
-    said = ", ".join(f"{check} {verdict}" for check, verdict in verdicts.items())
-    return (f" (a fixed factor, not the autopilot: its checks where the input is the bottleneck are {said}, "
-            "results/autopilot.csv)")

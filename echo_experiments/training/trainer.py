@@ -11,6 +11,7 @@ A run checkpoints every ``trainer.checkpoint_every_seconds`` of training (and/or
 being killed, it resumes from the last checkpoint and ends as it would have without the interruption.
 """
 
+import functools
 import logging
 import math
 import sys
@@ -25,22 +26,24 @@ import tensorflow as tf
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from echo_experiments.autopilot import decisions
 from echo_experiments.core import machine, user_code
+from echo_experiments.core.fresh import FreshCounter
+from echo_experiments.core.input_bound import in_words
 from echo_experiments.core.record import RunRecord, jsonable
-from echo_experiments.core.rundir import DiskFull, RunDir, study_best
+from echo_experiments.core.rundir import CHECKPOINTS, DiskFull, RunDir, study_best
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted, Signals, StartupInterrupted, stop_if_signalled_at_startup
 from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import closing, stream
-from echo_experiments.data.echo import FreshCounter
 from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
-from echo_experiments.training import decisions, optim, parallel, timing, tuning, worth
-from echo_experiments.training.autopilot import Autopilot, autopilot_state, observe_worth, trainer_inputs
+from echo_experiments.training import optim, parallel, timing, tuning, worth
 from echo_experiments.training.checkpoints import Checkpoints
 from echo_experiments.training.checkpoints import exist as checkpoints_exist
 from echo_experiments.training.clocks import Clocks, ClockState
 from echo_experiments.training.events import Events
+from echo_experiments.training.inputs import Plain, trainer_inputs
 from echo_experiments.training.loop_state import LoopState
 from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_train_step
 from echo_experiments.training.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Stops, TargetReached
@@ -49,8 +52,6 @@ from echo_experiments.workloads import make
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-__all__ = ["InputLost", "Interrupted", "PeerLost", "TrainState", "fit", "initial_state", "learning_rates",
-           "make_train_step", "run"]
 
 
 def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
@@ -80,7 +81,7 @@ def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
 
 def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Parallel) -> RunRecord:
     writer = mesh.writes_run_dir
-    done = run_dir.begin(cfg, checkpoints_exist(run_dir.path / "checkpoints"), writer)
+    done = run_dir.begin(cfg, checkpoints_exist(run_dir.path / CHECKPOINTS), writer)
     if done is not None:
         return done
     workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[spec.trainer.precision])
@@ -89,7 +90,7 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     best = (lambda: study_best(run_dir.path.parent, head, workload.target)) if spec.trainer.prune else None
     hparams = ({**head, "target": workload.target.as_dict(), **tuning.searched_values(cfg)}
                if spec.trainer.tensorboard and writer else None)
-    checkpoints = Checkpoints(run_dir.path / "checkpoints") if spec.trainer.checkpoints else None
+    checkpoints = Checkpoints(run_dir.path / CHECKPOINTS) if spec.trainer.checkpoints else None
     if writer and (checkpoints is None or checkpoints.latest() is None):
         run_dir.start(cfg)
     try:
@@ -153,8 +154,8 @@ class Trainer:
         self.batches, self.store, self.checkpoints, self.source = batches, store, checkpoints, source
         self.hparams = hparams  # the run's values for TensorBoard's HParams (None: no event files)
         self.events: Optional[Events] = None
-        self.inputs: Optional[Batches | Autopilot] = None
-        self.worth: Optional[worth.Probe] = None  # the copy-worth estimate (trainer.copy_worth_every)
+        self.inputs: Optional[Plain] = None  # the batches, or the autopilot over them (inputs.py)
+        self.worth: Optional[worth.Plain] = None  # the step, with the copy-worth estimate (trainer.copy_worth_every)
         self.facts: Optional[timing.Timing] = None  # upstream and downstream time, profiled before training
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
@@ -172,10 +173,9 @@ class Trainer:
                        donate_argnums=0, in_shardings=(self.mesh.replicated, self.mesh.batch, self.mesh.replicated),
                        out_shardings=(self.mesh.replicated, self.mesh.replicated))
         rate = jax.ShapeDtypeStruct((), jnp.float32, sharding=self.mesh.replicated)
-        if self.t.copy_worth_every:
-            self.worth = worth.probe(self.workload, self.tx, self.mesh, self.t.copy_worth_every, state, spec, rate)
-            return self.worth.step
-        return step.lower(state, spec, rate).compile()
+        self.worth = (worth.probe(self.workload, self.tx, self.mesh, self.t.copy_worth_every, state, spec, rate)
+                      if self.t.copy_worth_every else worth.Plain(step.lower(state, spec, rate).compile()))
+        return self.worth.train_step
 
     def _timing_facts(self, train_step, state: TrainState) -> Optional[timing.Timing]:
         """Upstream and downstream time before training, their waits bounded like training's (data.timeout_s)."""
@@ -193,8 +193,8 @@ class Trainer:
                                    self.t.profile_batches, pull=pull)
         finally:
             waits.close()
-        log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f", facts.upstream_s_per_batch,
-                 facts.downstream_s_per_step, facts.ratio)
+        log.info("upstream %.4f s/batch, downstream %.4f s/step: R = %.2f, %s without echoing",
+                 facts.upstream_s_per_batch, facts.downstream_s_per_step, facts.ratio, in_words(facts.wait_share))
         return facts
 
     def _started(self) -> None:
@@ -209,10 +209,9 @@ class Trainer:
             first = LoopState(next_eval=self.t.eval_every_fresh_examples, started_on=machine.describe()["cpu"])
             return state, FreshCounter(), first, Outcome(), ClockState()
         state, seen, saved, gradient = self.checkpoints.restore_newest(steps, state, iterator,
-                                                                       state.params if self.worth else None)
+                                                                       self.worth.template(state))
         loop, outcome, clocks = LoopState.restore(saved)
-        if self.worth:
-            self.worth.resume(gradient, loop.copy_worth)
+        self.worth.resume(gradient, loop.copy_worth)
         machine.check_resumed_on(loop.started_on, self.run_dir.path)
         if self.mesh.writes_run_dir:
             self.run_dir.keep_metrics_until(loop.step)
@@ -241,10 +240,9 @@ class Trainer:
             self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source,
                                                           self.workload.train_source),
                                                   self.spec.pipeline, self.workload, loop.autopilot, self.replay)
-            step = self._loop(train_step, state, fresh, loop, outcome, clocks, inputs)
+            step = self._loop(state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
-        if isinstance(inputs, Autopilot) and self.mesh.writes_run_dir:
-            decisions.write(self.run_dir.path, self.spec.pipeline.echo, self.spec.pipeline.batch_size, inputs.decisions)
+        inputs.finish(self.run_dir.path if self.mesh.writes_run_dir else None)
         if self.checkpoints:
             with clocks.checkpointing():
                 self.checkpoints.close()  # the last save's train state is committed before the summary says "done"
@@ -253,8 +251,8 @@ class Trainer:
             raise Interrupted(self.stops.signalled, step, count, self.run_dir.path, self.checkpoints is not None)
         return self._result(loop, outcome, clocks, step, count, compile_s, facts)
 
-    def _loop(self, train_step, state, fresh: FreshCounter, loop: LoopState, outcome: Outcome, clocks: Clocks,
-              inputs: Batches | Autopilot) -> int:
+    def _loop(self, state, fresh: FreshCounter, loop: LoopState, outcome: Outcome, clocks: Clocks,
+              inputs: Plain) -> int:
         t = self.t
         losses = [jnp.asarray(x) for x in loop.pending_losses]
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
@@ -269,8 +267,8 @@ class Trainer:
             fresh.update(batch.pop("read_id"))
             before, count = count, self.mesh.total(fresh.count)
             rate = self.rate(self.mesh.put_scalar(position))
-            state, loss = (self.worth.step(state, self.mesh.put_batch(batch), rate, count - before, step) if self.worth
-                           else train_step(state, self.mesh.put_batch(batch), rate))
+            with jax.profiler.StepTraceAnnotation("train", step_num=step):  # an XProf trace lines up with the steps
+                state, loss = self.worth.step(state, self.mesh.put_batch(batch), rate, count - before, step)
             losses.append(loss)
             step += 1
             bar.update(count - before if t.max_fresh_examples else 1)
@@ -286,8 +284,8 @@ class Trainer:
                 with clocks.checkpointing() as clock_state:
                     inputs.settle()
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
-                    loop.autopilot = autopilot_state(inputs)
-                    gradient, loop.copy_worth = self.worth.saved() if self.worth else (None, {})
+                    loop.autopilot = inputs.state()
+                    gradient, loop.copy_worth = self.worth.saved()
                     self.checkpoints.save(step, state, self.iterator, fresh.seen,
                                           LoopState.save(loop, outcome, clock_state), gradient)
         bar.close()
@@ -321,15 +319,12 @@ class Trainer:
         examples_trained = step * self.spec.pipeline.batch_size
         row = {"step": step, "fresh_examples": count, "examples_trained": examples_trained, "elapsed_s": elapsed_s,
                "wall_time_s": train_s, "eval_time_s": clocks.state.eval_s, "train_loss": train_loss,
-               "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics,
-               **(self.worth.at_evaluation() if self.worth else {})}
-        if self.spec.pipeline.echo.auto:  # the factor the autopilot chose since the last evaluation
-            row["delivered_per_fresh"] = (examples_trained - loop.trained_at_eval) / max(1, count - loop.fresh_at_eval)
+               "learning_rate": float(optim.learning_rate(state.opt_state)), **metrics, **self.worth.at_evaluation(),
+               **self.inputs.at_evaluation(examples_trained - loop.trained_at_eval, count - loop.fresh_at_eval)}
         if self.facts and loop.wall_at_eval is not None:  # the first interval holds the shuffle buffer's filling
             batches = (count - loop.fresh_at_eval) / self.spec.pipeline.batch_size
             row["input_slowdown"] = self.facts.input_slowdown(train_s - loop.wall_at_eval, batches)
         loop.trained_at_eval, loop.fresh_at_eval, loop.wall_at_eval = examples_trained, count, train_s
-        observe_worth(self.inputs, row)
         if self.mesh.writes_run_dir:
             self.run_dir.append_metrics(row)
         if self.events:
@@ -366,8 +361,8 @@ class Trainer:
                                           "examples_trained_to_target": None, "seconds_to_target": None}
         at = ((to_target.get("examples_trained_to_target"), to_target["fresh_examples_to_target"]) if outcome.to_target
               else (examples_trained, count))
-        rows = list(self.run_dir.metrics()) if facts or self.worth else []  # read once, for the medians below
-        slowdowns = [r["input_slowdown"] for r in rows if r.get("input_slowdown") is not None]
+        rows = functools.cache(lambda: list(self.run_dir.metrics()))  # read once, for the medians below, if needed
+        slowdowns = [r["input_slowdown"] for r in rows() if r.get("input_slowdown") is not None] if facts else []
         timing_facts = ({**facts.as_dict(), "accelerator_idle_fraction": facts.idle_fraction(
             step, elapsed_s - startup_s, busy_s), "input_slowdown": float(np.median(slowdowns)) if slowdowns else None}
             if facts else {})
@@ -380,14 +375,9 @@ class Trainer:
             # Examples trained per fresh example at the target (else at the end): the factor the run really
             # echoed at, which a buffer that fills for most of the run can hold far below its nominal one.
             "effective_echo_factor": at[0] / at[1] if at[0] and at[1] else None,
-            **({"echo_copied_batches": self.inputs.copies} if isinstance(self.inputs, Autopilot) else {}),
+            **self.inputs.record(),
             "final_metrics": {**loop.metrics, "train_loss": loop.train_loss} if step else {},
-            "copy_worth": worth.summary(rows) if self.worth else {},
+            "copy_worth": self.worth.record(rows),
             **timing_facts,
         }
 
-
-def fit(spec: RunSpec, workload: Any, run_dir: RunDir, batches: tf.data.Dataset) -> dict[str, Any]:
-    """Train on this process's devices from ``batches`` (the benchmark's cached ones): the record's outcome fields."""
-    mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
-    return Trainer(spec, workload, run_dir, mesh, batches).fit()

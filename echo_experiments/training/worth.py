@@ -38,9 +38,6 @@ HELD_OUT_BATCHES = 8
 # Below this spread of c among an interval's steps the fit cannot tell copies from fresh examples.
 MIN_COPY_SPREAD = 0.01
 CANDIDATES = COPY_WORTH_CANDIDATES
-# The candidate the autopilot's gate reads (echo.min_worth): the one the pilots chose (docs/protocol.md; None
-# while none has been chosen, and the gate then never closes).
-CHOSEN: Optional[str] = None
 
 
 def held_out_batches(workload: Any, batch_size: int, keys: dict[str, Any]) -> list[dict[str, np.ndarray]]:
@@ -100,7 +97,35 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Optional[float]]:
     return out
 
 
-class Probe:
+class Plain:
+    """The train step without the estimate, asked as a :class:`Probe` is (the loop asks every step the same)."""
+
+    def __init__(self, train_step: Callable):
+        self.train_step = train_step
+
+    def step(self, state: Any, batch: dict[str, jax.Array], rate: jax.Array, fresh_in_batch: Optional[int] = None,
+             at_step: Optional[int] = None) -> tuple[Any, jax.Array]:
+        return self.train_step(state, batch, rate)
+
+    def template(self, state: Any) -> Any:
+        """What a checkpoint's held-out gradient is restored as (None: it keeps none)."""
+        return None
+
+    def saved(self) -> tuple[Any, dict[str, Any]]:
+        return None, {}
+
+    def resume(self, gradient: Any, saved: dict[str, Any]) -> None:
+        """Nothing to go on from."""
+
+    def at_evaluation(self) -> dict[str, Any]:
+        return {}
+
+    def record(self, rows: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
+        """The record's ``copy_worth`` from the run's metrics rows (``rows()`` reads them)."""
+        return {}
+
+
+class Probe(Plain):
     """The train step with the estimate beside it: ``step(state, batch, rate, fresh_in_batch, at_step)`` trains
     as the plain step does and keeps the step's measures (``at_step``: the steps before it, counted on the host,
     so that choosing when to take G never waits for the device); ``at_evaluation()`` turns the steps since the
@@ -108,6 +133,7 @@ class Probe:
 
     def __init__(self, probed_step: Callable, held_out_gradient: Callable, batches: list[dict[str, jax.Array]],
                  every: int, batch_size: int):
+        super().__init__(lambda state, batch, rate: self.step(state, batch, rate))
         self.probed_step, self.held_out_gradient = probed_step, held_out_gradient
         self.batches, self.every, self.batch_size = batches, every, batch_size
         self.gradient: Any = None
@@ -129,6 +155,12 @@ class Probe:
     @property
     def _held_out(self) -> dict[str, jax.Array]:
         return self.batches[(self.taken - 1) % len(self.batches)]
+
+    def template(self, state: Any) -> Any:
+        return state.params
+
+    def record(self, rows: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
+        return summary(rows())
 
     def saved(self) -> tuple[Any, dict[str, Any]]:
         """(G, the counters and the steps since the last evaluation as JSON): what a checkpoint keeps, so that a

@@ -68,9 +68,6 @@ class Workload(abc.ABC):
         """Whether the pipeline has an augmentation stage (``augment`` or ``augment_chunk``)."""
         return self.config_class.augments
 
-    def has_reached_target(self, metrics: Mapping[str, float]) -> bool:
-        return self.target.reached(metrics)
-
     # --- the data recipe (read by data/stream.py) -------------------------------------------------------
 
     def examples(self, records: tf.data.Dataset, seed: int) -> tf.data.Dataset:

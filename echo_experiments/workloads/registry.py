@@ -119,9 +119,9 @@ def validate(cfg: DictConfig) -> None:
     if e.placement not in points:
         raise ConfigError("echo.placement", e.placement,
                           f"workload {w.name} has no such stage; one of {', '.join(points)}")
-    if e.placement == "none" and e.factor != 1:
+    if e.placement == Placement.NONE.value and e.factor != 1:
         raise ConfigError("echo.placement", e.placement, f"echo.factor={show(e.factor)} needs an echo point: "
-                          f"one of {', '.join(p for p in points if p != 'none')}")
+                          f"one of {', '.join(p for p in points if p != Placement.NONE.value)}")
     rules.check_rules(cfg)
 
 

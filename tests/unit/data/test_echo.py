@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from echo_experiments.data.echo import FreshCounter, echo
+from echo_experiments.data.echo import echo
 
 
 def items(ds):
@@ -76,19 +76,3 @@ def test_the_default_chunk_holds_back_up_to_a_chunk_of_elements():
 def test_factor_below_one_is_refused():
     with pytest.raises(ValueError, match=">= 1"):
         echo(tf.data.Dataset.range(3), 0.5, seed=0)
-
-
-def test_fresh_counter_counts_distinct_ids_once():
-    counter = FreshCounter()
-    assert counter.update(np.array([0, 1, 1, 2])) == 3
-    assert counter.update(np.array([2, 3, 3])) == 1
-    assert counter.update(np.array([], dtype=np.int64)) == 0
-    assert counter.count == 4
-
-
-def test_fresh_counter_grows_past_its_initial_size():
-    counter = FreshCounter()
-    big = np.array([5, 1_000_000, 70_000, 1_000_000])
-    assert counter.update(big) == 3
-    assert counter.update(np.array([70_000, 4])) == 1
-    assert counter.count == 4

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from echo_experiments.report import stats
-from echo_experiments.report.verdicts.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, judge
+from paper.verdicts.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, judge
 
 INF = math.inf
 
@@ -156,7 +156,7 @@ def test_an_effect_of_exactly_two_evaluations_on_the_grid_reproduces():
 def test_a_median_of_five_studies_has_the_order_statistics_interval():
     """With 5 studies the median's 90% interval is [min, max] (coverage 1 - 2/32 = 0.94); with 9, the second
     smallest to the second largest (0.96; the third would be 0.82). It resamples nothing."""
-    from echo_experiments.report.verdicts.evidence import median_interval
+    from paper.verdicts.evidence import median_interval
 
     assert median_interval(np.array([1.5, 0.98, 2.33, 1.11, 1.7])) == (0.98, 2.33)
     assert median_interval(np.arange(1.0, 10.0)) == (2.0, 8.0)

@@ -1,0 +1,93 @@
+"""What the loop trains on, behind one interface: the batches as they come, or with ``echo.factor=auto`` the
+autopilot over them (autopilot/pilot.py, the object a user's own loop gets too).
+
+Either way the loop asks the same things: the next batch (given the step in flight), to settle before a
+checkpoint, the state a checkpoint keeps, an evaluation's extra fields, the record's, and to finish and close.
+"""
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from echo_experiments.autopilot import decisions
+from echo_experiments.autopilot.copies import BatchCopies, ExampleCopies
+from echo_experiments.autopilot.pilot import Autopilot
+from echo_experiments.core.placement import EchoSpec
+from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.data import stream
+from echo_experiments.training.waits import Batches
+
+
+class Plain:
+    """The batches as they come."""
+
+    def __init__(self, batches: Batches):
+        self.batches = batches
+
+    def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict:
+        return self.batches.next(between)
+
+    def settle(self) -> None:
+        """Nothing is read ahead between calls: the iterator is idle, ready to be saved."""
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def at_evaluation(self, trained: int, fresh: int) -> dict[str, Any]:
+        """The evaluation row's fields of the input, for ``trained`` examples on ``fresh`` since the last."""
+        return {}
+
+    def record(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self, run_dir: Optional[Path]) -> None:
+        """The run is over; ``run_dir`` is where it writes (None: another process writes it)."""
+
+    def close(self) -> None:
+        self.batches.close()
+
+
+class Autopiloted(Plain):
+    """The autopilot over the batches: copies in the input's gaps, its decisions recorded."""
+
+    def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int):
+        self.pilot, self.echo, self.batch_size = pilot, echo, batch_size
+
+    def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict:
+        return self.pilot.next(between, running)
+
+    def settle(self) -> None:
+        self.pilot.settle()
+
+    def state(self) -> dict[str, Any]:
+        return self.pilot.state()
+
+    def at_evaluation(self, trained: int, fresh: int) -> dict[str, Any]:
+        return {"delivered_per_fresh": trained / max(1, fresh)}  # the factor it chose since the last evaluation
+
+    def record(self) -> dict[str, Any]:
+        return {"echo_copied_batches": self.pilot.copies}
+
+    def finish(self, run_dir: Optional[Path]) -> None:
+        if run_dir is not None:
+            decisions.write(run_dir, self.echo, self.batch_size, self.pilot.decisions)
+
+    def close(self) -> None:
+        self.pilot.close()
+
+
+def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
+    """What the autopilot's copies hold at ``echo``'s placement, capped at ``echo.max_factor``: whole batches after
+    batching, else examples."""
+    cap = echo.max_factor
+    return BatchCopies(cap) if echo.placement.echoes_batches else ExampleCopies(cap, seed)
+
+
+def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
+                   replay: Optional[decisions.Replay]) -> Plain:
+    """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
+    from ``saved`` (its state in a checkpoint; empty: from the start)."""
+    if not pipeline.echo.auto:
+        return Plain(batches)
+    pilot = Autopilot(batches, copies_for(pipeline.echo, pipeline.seed), saved,
+                      stream.augment_batches(workload, pipeline), replay)
+    return Autopiloted(pilot, pipeline.echo, pipeline.batch_size)
