@@ -97,6 +97,21 @@ def _effective_factor(record: RunRecord) -> float:
     return record.steps * record.batch_size / record.fresh_examples if record.fresh_examples else math.nan
 
 
+def _before_target(record: RunRecord, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Where a reached run stood at the evaluation before the one that saw the target: its fresh examples (0
+    before the first: the target was crossed somewhere after them, docs/protocol.md's censored reading) and the
+    seconds from it to the target's (what one evaluation more or less would add or take away). NaN unless
+    reached."""
+    if not record.reached:
+        return {"fresh_before_target": math.nan, "seconds_per_evaluation": math.nan}
+    at = [i for i, r in enumerate(rows) if r.get("fresh_examples") == record.fresh_examples_to_target]
+    before = rows[at[0] - 1] if at and at[0] > 0 else None
+    elapsed = [r.get("elapsed_s") for r in (rows[at[0]] if at else None, before) if r is not None]
+    span = elapsed[0] - elapsed[1] if len(elapsed) == 2 and None not in elapsed else math.nan
+    return {"fresh_before_target": float(before["fresh_examples"]) if before else 0.0,
+            "seconds_per_evaluation": float(span)}
+
+
 def _select(config: dict[str, Any] | None, *keys: str) -> Any:
     """A value of the run's config, or NaN where the config does not say."""
     try:
@@ -141,6 +156,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             "best_metric": best,
             **{k: getattr(record, k) for k in TIMING},
             "effective_echo_factor": _effective_factor(record),
+            **_before_target(record, rows),
             "eval_every_fresh_examples": _select(config, "trainer", "eval_every_fresh_examples"),
             "cpu": (record.machine or {}).get("cpu"),
             "path": name,

@@ -2,9 +2,10 @@
 the same quasi-random draws, so two conditions are compared draw by draw.
 
 A trial's outcome is its fresh examples to target within the budget every condition shares: an interval,
-since some trials stop before they can say.
+since some trials stop before they can say, and an evaluation sees the target only after it was crossed.
 
-- reached the target: exactly its count, [x, x];
+- reached the target at an evaluation counting x: somewhere after the evaluation before it (at p), [p + 1, x]
+  (fresh counts are whole); read as exactly x where asked (``censored=False``: the reading before 2026-12-07);
 - pruned at count c: it needed more than c, and may never have reached the target: [c, inf];
 - not reached within the budget, or diverged: [inf, inf].
 
@@ -27,16 +28,25 @@ import pandas as pd
 
 INF = math.inf
 LEVEL = 0.90
-RESAMPLES = 2000
+# Enough that no interval end of the committed claim table moves with the bootstrap's seed (three seeds agree to
+# the last digit at 20,000; at 2,000 an end moved by up to 0.07: tests/paper/test_verdicts.py); all resamples'
+# medians are computed at once (censored_medians), about a second a comparison.
+RESAMPLES = 20_000
+# Best-of-k's curves are a picture, not a verdict: a tenth of that.
+CURVE_RESAMPLES = 2000
 SEED = 20190715  # the bootstrap's draws are fixed, so the same runs give the same tables
 
 
-def outcome_bounds(trials: pd.DataFrame) -> pd.DataFrame:
+def outcome_bounds(trials: pd.DataFrame, censored: bool = True) -> pd.DataFrame:
     """``lo`` and ``hi`` of each trial's fresh examples to target (see the module's docstring)."""
     status = trials["status"]
     reached = status == "reached_target"
     count = trials["fresh_examples_to_target"].where(reached).astype(float)
-    lo = count.where(reached, np.where(status == "pruned", trials["fresh_examples"].astype(float), INF))
+    first = count
+    if censored and "fresh_before_target" in trials:
+        before = trials["fresh_before_target"].astype(float)
+        first = (before + 1).where(reached & before.notna(), count)
+    lo = first.where(reached, np.where(status == "pruned", trials["fresh_examples"].astype(float), INF))
     hi = count.where(reached, INF)
     return trials.assign(lo=lo.astype(float), hi=hi.astype(float), reached=reached, diverged=status == "diverged")
 
@@ -143,7 +153,7 @@ def censored_median(low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
     return float(np.exp(left[at])), float(np.exp(right[end]))
 
 
-def paired_effect(pairs: Pairs, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
+def paired_effect(pairs: Pairs, resamples: Optional[int] = None, seed: Optional[int] = None) -> dict[str, float]:
     """The censoring-aware median paired ratio (``ratio_low``..``ratio_high``), its 90% bootstrap interval, and
     how the draws fall: fewer, more, the same, or not ordered (both censored past each other)."""
     n = len(pairs)
@@ -159,20 +169,95 @@ def paired_effect(pairs: Pairs, resamples: int = RESAMPLES, seed: int = SEED) ->
     return {**row, "ratio_low": median[0], "ratio_high": median[1], "ci_low": ci[0], "ci_high": ci[1]}
 
 
-def bootstrap(pairs: Pairs, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap(pairs: Pairs, resamples: Optional[int] = None, seed: Optional[int] = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """The censored median's two ends over resamples: studies drawn with replacement, then within each drawn
-    study its draws with replacement (scipy.stats.bootstrap resamples one level only)."""
-    rng = np.random.default_rng(seed)
+    study its draws with replacement (scipy.stats.bootstrap resamples one level only); all resamples' medians at
+    once (:func:`censored_medians`)."""
+    resamples = resamples or RESAMPLES
+    rng = np.random.default_rng(SEED if seed is None else seed)
     studies = [np.flatnonzero(pairs.study == s) for s in dict.fromkeys(pairs.study)]
-    low, high = np.empty(resamples), np.empty(resamples)
+    weights = np.empty((resamples, len(pairs)))
     for i in range(resamples):
         chosen = rng.integers(len(studies), size=len(studies))
         index = np.concatenate([rng.choice(studies[c], size=len(studies[c])) for c in chosen])
-        low[i], high[i] = censored_median(pairs.low[index], pairs.high[index])
-    return low, high
+        weights[i] = np.bincount(index, minlength=len(pairs))
+    return censored_medians(pairs.low, pairs.high, weights)
 
 
-def best_of_k(outcomes: np.ndarray, ks: list[int], resamples: int = RESAMPLES,
+def censored_medians(low: np.ndarray, high: np.ndarray, weights: np.ndarray, tolerance: float = 1e-7,
+                     steps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`censored_median` of every resample, each given by its ``weights`` (how often each draw is in it), at
+    once: the same Turnbull estimate on each resample's own innermost intervals, by EM on them all together."""
+    if np.array_equal(low, high):
+        order = np.argsort(low, kind="stable")
+        cumulative = np.cumsum(weights[:, order], axis=1)
+        n = cumulative[:, -1:]
+        return (low[order][np.argmax(cumulative > (n - 1) // 2, axis=1)],
+                low[order][np.argmax(cumulative > n // 2, axis=1)])
+    with np.errstate(divide="ignore"):
+        lo, hi = np.log(low), np.log(high)
+    ends = Endpoints(lo, hi, weights > 0)
+    inside = ((lo[:, None] <= ends.left[None, :]) & (ends.right[None, :] <= hi[:, None])).astype(float)
+    p = ends.valid / ends.valid.sum(axis=1, keepdims=True)
+    total, going = weights.sum(axis=1, keepdims=True), np.arange(len(weights))
+    for _ in range(steps):  # self-consistency (EM), the resamples not yet settled only
+        share = np.where(weights[going] > 0, weights[going] / np.maximum(p[going] @ inside.T, 1e-300), 0.0)
+        updated = p[going] * (share @ inside) / total[going]
+        settled = np.abs(updated - p[going]).max(axis=1) < tolerance
+        p[going] = updated
+        going = going[~settled]
+        if not len(going):
+            break
+    return ends.medians(p)
+
+
+class Endpoints:
+    """The innermost intervals of all draws (left ends ``left``, right ends ``right``, in order) and, per resample,
+    which lie in one of its own innermost intervals (``valid``) and that one's ends: a resample's innermost interval
+    is a run of the full ones between two of its own ends, a left then a right, with none of its own between."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, present: np.ndarray):
+        points = sorted({(x, 0) for x in lo} | {(x, 1) for x in hi})  # at a tie a left end comes first
+        values, kinds = np.array([x for x, _ in points]), np.array([k for _, k in points])
+        at = np.flatnonzero((kinds[:-1] == 0) & (kinds[1:] == 1))
+        self.left, self.right = values[at], values[at + 1]
+        index = {point: k for k, point in enumerate(points)}
+        owned = np.zeros((len(lo), len(points)))  # which draws each end point belongs to
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            owned[i, index[(a, 0)]] = owned[i, index[(b, 1)]] = 1
+        active, k = (present.astype(float) @ owned) > 0, np.arange(len(points))
+        before = np.maximum.accumulate(np.where(active, k, -1), axis=1)[:, at]
+        after = np.minimum.accumulate(np.where(active, k, len(points))[:, ::-1], axis=1)[:, ::-1][:, at + 1]
+        self.valid = ((before >= 0) & (after < len(points)) & (kinds[np.clip(before, 0, None)] == 0)
+                      & (kinds[np.clip(after, None, len(points) - 1)] == 1)).astype(float)
+        self.values, self.before, self.after = values, before, after
+
+    def medians(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """censored_median's two ends per resample from its masses ``p`` on the full innermost intervals."""
+        rows = np.arange(len(p))
+        cumulative = np.cumsum(p, axis=1)
+        at = np.argmax((cumulative >= 0.5 - TIE) & (self.valid > 0), axis=1)
+        group = self.before[rows, at]
+        last = np.where(self.before == group[:, None], np.arange(p.shape[1]), -1).max(axis=1)  # its group's end
+        reached = cumulative[rows, last]
+        group_mass = _group_sums(p, self.before)
+        later = (np.arange(p.shape[1])[None, :] > last[:, None]) & (group_mass > TIE) & (self.valid > 0)
+        tie = (np.abs(reached - 0.5) <= TIE) & later.any(axis=1)
+        end = np.where(tie, np.argmax(later, axis=1), at)
+        return np.exp(self.values[group]), np.exp(self.values[self.after[rows, end]])
+
+
+def _group_sums(p: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each entry's group total, where a group is the entries of a row sharing a value of ``group``."""
+    out = np.zeros_like(p)
+    for b in range(len(p)):
+        keys, inverse = np.unique(group[b], return_inverse=True)
+        out[b] = np.bincount(inverse, weights=p[b], minlength=len(keys))[inverse]
+    return out
+
+
+def best_of_k(outcomes: np.ndarray, ks: list[int], resamples: int = CURVE_RESAMPLES,
               seed: int = SEED) -> pd.DataFrame:
     """The median of the best (fewest) fresh examples to target among k trials drawn from a condition's trials,
     for each k (Dodge et al. 2019, "Show your work", with the median where they take the mean: a trial that

@@ -227,11 +227,14 @@ def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.Data
     fresh examples: a timed rerun that did not (another stream) timed another training."""
     t = trials.assign(trial_id=trial_ids(trials))
     timed = t[(alone(t) | include_shared) & (t["status"] == "reached_target")]
-    seconds = timed.groupby(CONDITION + ["study_key", "trial_id", "fresh_examples_to_target"])[
-        "seconds_to_target"].median()
+    by = timed.groupby(CONDITION + ["study_key", "trial_id", "fresh_examples_to_target"])
+    seconds = by["seconds_to_target"].median()
     bests = study_bests(trials)
-    keys = bests[CONDITION + ["study_key", "best_trial", "fresh"]].itertuples(index=False, name=None)
+    keys = list(bests[CONDITION + ["study_key", "best_trial", "fresh"]].itertuples(index=False, name=None))
     bests["seconds"] = [seconds.get(key, math.nan) if reached else INF for key, reached in zip(keys, bests["reached"])]
+    if "seconds_per_evaluation" in t:  # the seconds from the evaluation before the target's to it (collect.py)
+        span = by["seconds_per_evaluation"].median()
+        bests["seconds_per_evaluation"] = [span.get(key, math.nan) for key in keys]
     return bests
 
 

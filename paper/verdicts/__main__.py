@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
-from paper.verdicts import autopilot_checks, findings, key_figure
+from paper.verdicts import autopilot_checks, findings, key_figure, rule_changes
 from paper.verdicts.claim_tables import (
     claim_tables,
     measure,
@@ -25,7 +25,7 @@ from paper.verdicts.claim_tables import (
     write_readme,
 )
 from paper.verdicts.claims import CLAIMS
-from paper.worth import copy_worth, worth_estimates
+from paper.worth import copy_worth, repeat_decay, worth_estimates
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -42,10 +42,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     claims = measure(args.results)
     write_atomic(args.results / "claims.csv", claims.drop(columns="link").to_csv(index=False))
+    changes = rule_changes.table(measure(args.results, censored=False), claims)
+    write_atomic(args.results / "rule_changes.csv", changes.to_csv(index=False))
     checks = autopilot_checks.measure(args.results)
     write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
-    worth = copy_worth.measure(args.results)
-    write_atomic(args.results / "copy_worth.csv", worth.to_csv(index=False))
+    successors = {c.folder: c.successor.folder for claim in CLAIMS for c in claim.comparisons if c.successor}
+    worth = copy_worth.measure(args.results, successors)
+    write_atomic(args.results / "copy_worth.csv", copy_worth.written(worth))
+    decay = repeat_decay.table(worth)
+    write_atomic(args.results / "repeat_decay.csv", decay.to_csv(index=False))
+    repeat_decay.figure(worth, decay, args.results / "figures" / "repeat_decay.png")
     estimated = worth_estimates.estimates(args.results, worth)
     write_atomic(args.results / "copy_worth_estimates.csv", estimated.to_csv(index=False))
     write_atomic(args.results / "copy_worth_choice.csv", worth_estimates.choice(estimated).to_csv(index=False))
@@ -64,9 +70,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     figure = key_figure.write(args.results, claims)
     counts = claims["verdict"].value_counts().to_dict()
     print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
+    print(f"{len(changes)} rows of rule changes and the verdicts they moved -> {args.results / 'rule_changes.csv'}")
     counts = checks["verdict"].value_counts().to_dict()
     print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
-    print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth")
+    print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth; "
+          f"R* per workload and placement -> {args.results / 'repeat_decay.csv'}")
     print(f"{len(estimated)} runs with the estimate -> {args.results / 'copy_worth_estimates.csv'} "
           f"(the pilot's choice: {args.results / 'copy_worth_choice.csv'})")
     print(f"C3's speedups -> {figure}" if figure else "C3's speedups: none measured, no figure")

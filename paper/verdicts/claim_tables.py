@@ -13,15 +13,15 @@ from echo_experiments.core.placement import Placement
 from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report.markdown import table
 from paper.verdicts import evidence
-from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, planned
+from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, ours, planned
 from paper.verdicts.folders import link_targets, report_link, results_trials
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
 COLUMNS = ["claim", "part", "workload", "comparison", "short", "kind", "effect", "ci_low", "ci_high", "n_studies",
            "n_draws", "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "n_neither", "n_diverged_a",
            "n_diverged_b", "study_best_median", "study_best_min", "study_best_max", "n_studies_against", "resolution",
-           "evaluations", "n_unrecorded", "model_speedup", "model_speedup_min", "model_speedup_max", "verdict",
-           "reason", "pending", "evidence"]
+           "evaluations", "n_unrecorded", "model_speedup", "model_speedup_min", "model_speedup_max", "later",
+           "earlier", "verdict", "reason", "pending", "evidence"]
 # An effect's range of medians in claims.csv: two non-negative ratios.
 RANGE = re.compile(r"[0-9.e+]+-[0-9.e+]+")
 # The marks of the README's cells, said below its table.
@@ -30,11 +30,12 @@ MARKS = (f"{UNRECORDED}: some of its runs name no CPU model, so one machine per 
          f"{AGAINST}: reproduced, though some study's study-best ratio points the other way.\n")
 
 
-def measure(results: Path) -> pd.DataFrame:
-    """One row per comparison of every claim, with its verdict."""
+def measure(results: Path, censored: bool = True) -> pd.DataFrame:
+    """One row per comparison of every claim, with its verdict (``censored``: reached counts read as censored, the
+    rule since 2026-12-07; False: as exact counts, to list what that rule moved)."""
     current = [(claim, _current(results, comparison)) for claim in CLAIMS for comparison in claim.comparisons]
     trials = results_trials(results, [comparison.folder for _, comparison in current])
-    claims = pd.DataFrame([_row(claim, c, trials[c.folder]) for claim, c in current], columns=COLUMNS)
+    claims = pd.DataFrame([_row(claim, c, trials[c.folder], censored) for claim, c in current], columns=COLUMNS)
     # Counts as floats whatever the rows hold (a comparison without runs has none), so the CSV keeps one form.
     counts = [c for c in COLUMNS if c.startswith("n_")]
     claims[counts] = claims[counts].astype(float)
@@ -54,7 +55,7 @@ def _pending(comparison: Comparison) -> Optional[str]:
     return f"planned sweep {successor.folder.split('/')[0]} not run: {planned(successor.folder)}" if successor else None
 
 
-def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -> dict:
+def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame], censored: bool = True) -> dict:
     head = {"claim": claim.id, "part": comparison.part, "workload": comparison.folder.split("/")[1],
             "comparison": comparison.name,
             "short": comparison.short or _short(comparison.name), "kind": comparison.kind,
@@ -62,8 +63,10 @@ def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame]) -
             "pending": _pending(comparison)}
     if trials is None or trials.empty:
         return {**head, "verdict": INCONCLUSIVE, "reason": f"not measured: no runs in results/{comparison.folder}"}
-    numbers = evidence.MEASURES[comparison.kind](trials, comparison)
+    numbers = evidence.MEASURES[comparison.kind](trials, comparison, censored)
     verdict, reason = judge(comparison.kind, numbers, comparison.paper)
+    if comparison.ours:  # the paper does not say it: what the rows found, as ours (docs/protocol.md)
+        verdict, reason = ours(verdict), f"{reason} (not a claim of the paper's: a finding of ours)"
     low, high = numbers["low"], numbers.get("high", numbers["low"])
     effect = low if high == low or math.isnan(low) else f"{low:.3g}-{high:.3g}"  # nan: no draw to pair
     return {**head, **{k: numbers.get(k) for k in COLUMNS if k in numbers}, "effect": effect, "verdict": verdict,
@@ -97,8 +100,23 @@ def _cell(r) -> str:
     unit = "x" if r.kind == "faster" else ""
     marks = (UNRECORDED if r.n_unrecorded > 0 else "") + (AGAINST if r.verdict == REPRODUCED
                                                           and r.n_studies_against > 0 else "")
+    grid = f" ({_grid(r)})" if paper_row(r) and _grid(r) else ""
     return (f"{r.short}: {_number(r.effect, r.kind)}{unit} [{_number(r.ci_low, r.kind)}, "
-            f"{_number(r.ci_high, r.kind)}]{marks}")
+            f"{_number(r.ci_high, r.kind)}]{marks}{grid}")
+
+
+def paper_row(r) -> bool:
+    """A row held against a number the paper publishes (its verdict says where the interval lies beside it)."""
+    return "vs the paper's" in str(r.short)
+
+
+def _grid(r) -> str:
+    """What one evaluation of the echoed side moves: the median had it reached its target one evaluation later, and
+    one earlier, in every study."""
+    later, earlier = getattr(r, "later", math.nan), getattr(r, "earlier", math.nan)
+    if pd.isna(later) or pd.isna(earlier):
+        return ""
+    return f"{_number(later)}x one evaluation later, {_number(earlier)}x one earlier"
 
 
 def _brief(row) -> str:
@@ -131,12 +149,15 @@ def claim_tables(claims: pd.DataFrame) -> dict[str, str]:
     for claim, g in claims.groupby("claim", sort=False):
         rows = [{"workload": f"`{r.workload}`", "comparison": r.comparison,
                  "effect [90% interval]": _cell(r).split(": ", 1)[1], "studies": _count(r.n_studies),
+                 **({"one evaluation later, earlier": _grid(r) or "-"} if (g["kind"] == "faster").any() else {}),
                  "draws (fewer/more/same/open; diverged, each side)": _draws(r),
                  "study-best ratio, median (min-max)": _study_best(r),
                  **({MODEL: _model(r)} if (g["kind"] == "faster").any() else {}),
                  "verdict": r.verdict, "why": _why(r)} for r in g.itertuples()]
         text = table(pd.DataFrame(rows), {})
-        out[claim] = text + ("\n" + MARKS if UNRECORDED in text or AGAINST in text else "")
+        quote = next((c.quote for c in CLAIMS if c.id == claim and c.quote), "")
+        out[claim] = (f"The paper: {quote}.\n\n" if quote else "") + text + (
+            "\n" + MARKS if UNRECORDED in text or AGAINST in text else "")
     return out
 
 

@@ -104,10 +104,13 @@ def _reached_median(rows: pd.DataFrame) -> float:
     return rows["fresh_examples_to_target"].where(rows["status"] == "reached_target").median()
 
 
-def fewer(trials: pd.DataFrame, comparison: Comparison) -> dict:
+def fewer(trials: pd.DataFrame, comparison: Comparison, censored: bool = True) -> dict:
+    """The paired effect of fresh examples to target (an interaction's ratio of two), reached counts read as
+    censored between the evaluation before and the one that saw the target (``censored=False``: as exact counts,
+    the reading before 2026-12-07, for the list of the verdicts it moved)."""
     conditions = [comparison.a, comparison.b, comparison.c, comparison.d]
     interaction = comparison.kind == "interaction"
-    chosen = [stats.outcome_bounds(select(trials, c)) if c is not None else None for c in conditions]
+    chosen = [stats.outcome_bounds(select(trials, c), censored) if c is not None else None for c in conditions]
     present = [c for c in chosen if c is not None]
     row = stats.paired_effect(_pairs(chosen, interaction))
     studies = _study_best(chosen, interaction)
@@ -135,21 +138,28 @@ def _cadence(trials: pd.DataFrame) -> Optional[float]:
     return float(cadence.max()) if len(cadence) else None
 
 
-def faster(trials: pd.DataFrame, comparison: Comparison) -> dict:
+def faster(trials: pd.DataFrame, comparison: Comparison, censored: bool = True) -> dict:
     """Per study, the reference's best trial's seconds over the condition's, each timed alone; the median's
     interval from the studies' order statistics (:func:`median_interval`), and the resolution of the fresh-example
-    counts the seconds rest on (evaluations in the reference's count)."""
+    counts the seconds rest on (evaluations in the reference's count). Beside it, the median had the condition
+    reached its target one evaluation later, and one earlier, in every study (``later``, ``earlier``): what the
+    evaluation grid alone could move (seconds are measured values, read as they are either way)."""
     seconds = tables.study_seconds(trials)
     a, b = (per_study_seconds(seconds, c) for c in (comparison.a, comparison.b))
     common = a.index.intersection(b.index)
     values = np.array([b[s] / a[s] for s in common if np.isfinite(a[s]) and np.isfinite(b[s])])
     ci = median_interval(values)
+    span = per_study_seconds(seconds.assign(seconds=seconds["seconds_per_evaluation"]), comparison.a) \
+        if "seconds_per_evaluation" in seconds else pd.Series(dtype=float)
+    moved = {name: [b[s] / (a[s] + sign * span.get(s, math.nan)) for s in common
+                    if np.isfinite(a[s]) and np.isfinite(b[s])] for name, sign in (("later", 1), ("earlier", -1))}
+    shifted = {name: float(np.median(v)) if len(v) and np.isfinite(v).all() else math.nan for name, v in moved.items()}
     cadence = _cadence(trials)
     reference = select(trials, comparison.b)
     # The machines of every run whose seconds count: the tuning runs and the timed reruns of the study-best trials.
     timed = [with_timed(trials, c) for c in (comparison.a, comparison.b)]
     return {"low": float(np.median(values)) if len(values) else math.nan, "ci_low": ci[0], "ci_high": ci[1],
-            "n_draws": len(values), "n_studies": len(values),
+            "n_draws": len(values), "n_studies": len(values), **shifted,
             "resolution": _reached_median(reference) / cadence if cadence else math.nan,
             **modelled(trials, comparison), **flags(trials, timed, [comparison.a, comparison.b])}
 
@@ -191,7 +201,7 @@ def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
     return seconds.loc[keep].set_index("study_key")["seconds"]
 
 
-def no_loss(trials: pd.DataFrame, comparison: Comparison) -> dict:
+def no_loss(trials: pd.DataFrame, comparison: Comparison, censored: bool = True) -> dict:
     """Per draw, the condition's best metric minus the reference's (in the metric's better direction)."""
     a, b = select(trials, comparison.a), select(trials, comparison.b)
     joined = a.merge(b, on=["study_key", "trial"], suffixes=("_a", "_b"))

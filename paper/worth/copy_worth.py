@@ -6,10 +6,17 @@ examples where the baseline trained 1. If each of the e - 1 copies of an example
 r x (1 + (e - 1) w) = 1, so w = (1 / r - 1) / (e - 1): 1 where a copy is as good as a fresh example, 0 where it
 teaches nothing, below 0 where copies cost progress (a condition that never reached the target: w = -1 / (e - 1)).
 The model takes w as one number over the whole run; the autopilot's estimate of it is checked against this.
+
+e is the factor the runs trained at (examples per fresh example at the target, the median over the condition's
+reached trials), not the nominal one: a shuffle buffer as long as the run holds it below (1.59 for a nominal 2).
+Sweeps whose fixed factors train the same runs (the same configs and draws on another store: fresh examples do
+not depend on the clock) give one row, its other folders in ``also_in``; a row that a successor sweep measured
+again (claims.py's ``Successor``) is marked ``superseded``.
 """
 
 import math
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -17,8 +24,10 @@ import pandas as pd
 from echo_experiments.core.rundir import TIMED
 from echo_experiments.report import tables
 
-COLUMNS = ["folder", "workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "n_studies",
-           "fresh_ratio", "worth", "worth_min", "worth_max"]
+COLUMNS = ["folder", "workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "effective_factor",
+           "n_studies", "fresh_ratio", "worth", "worth_min", "worth_max", "also_in", "superseded"]
+# The per-study ratios a row rests on (for the repeat-decay fit, repeat_decay.py); not written to the CSV.
+RATIOS = "study_ratios"
 
 
 def worth(ratio: float, factor: float) -> float:
@@ -43,15 +52,43 @@ def implied(trials: pd.DataFrame, folder: str) -> pd.DataFrame:
         ratios = [r.fresh / ref for r, ref in zip(group.itertuples(), references) if math.isfinite(ref)]
         if not ratios:
             continue
-        values = [worth(r, condition["echo_factor"]) for r in ratios]
-        rows.append({"folder": folder, **condition, "n_studies": len(ratios), "fresh_ratio": float(np.median(ratios)),
-                     "worth": worth(float(np.median(ratios)), condition["echo_factor"]),
-                     "worth_min": min(values), "worth_max": max(values)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+        factor = _effective(tuned, key)
+        values = [worth(r, factor) for r in ratios]
+        rows.append({"folder": folder, **condition, "effective_factor": factor, "n_studies": len(ratios),
+                     "fresh_ratio": float(np.median(ratios)), "worth": worth(float(np.median(ratios)), factor),
+                     "worth_min": min(values), "worth_max": max(values), "also_in": "", "superseded": False,
+                     RATIOS: tuple(ratios)})
+    return pd.DataFrame(rows, columns=[*COLUMNS, RATIOS])
 
 
-def measure(results: Path) -> pd.DataFrame:
-    """implied() for every results folder's committed trials.csv (the reporter's table of its runs)."""
+def _effective(trials: pd.DataFrame, key: tuple) -> float:
+    """The factor a condition trained at: examples per fresh example at the target, the median over its reached
+    trials (its nominal factor where none reached)."""
+    rows = trials[(trials[tables.CONDITION] == pd.Series(dict(zip(tables.CONDITION, key)))).all(axis=1)]
+    reached = rows.loc[rows["status"] == "reached_target", "effective_echo_factor"].astype(float).dropna()
+    return float(reached.median()) if len(reached) else float(key[tables.CONDITION.index("echo_factor")])
+
+
+def measure(results: Path, successors: Optional[dict[str, str]] = None) -> pd.DataFrame:
+    """implied() for every results folder's committed trials.csv (the reporter's table of its runs), a row that
+    rests on the same runs as an earlier folder's once, and where ``successors`` (folder -> the sweep that
+    replaced it) gives its replacement a row of the same condition, marked superseded. RATIOS stays as a column;
+    the CSV leaves it out (:func:`written`)."""
     frames = [implied(pd.read_csv(csv), f"{csv.parent.parent.name}/{csv.parent.name}")
               for csv in sorted(results.glob("*/*/trials.csv"))]
-    return pd.concat([f for f in frames if not f.empty] or [pd.DataFrame(columns=COLUMNS)], ignore_index=True)
+    rows = pd.concat([f for f in frames if not f.empty] or [pd.DataFrame(columns=[*COLUMNS, RATIOS])],
+                     ignore_index=True)
+    same = rows[tables.CONDITION].astype(str).agg("|".join, axis=1) + "|" + rows[RATIOS].astype(str)
+    first = ~same.duplicated()
+    rows.loc[first, "also_in"] = [", ".join(rows.loc[(same == key) & ~first, "folder"]) for key in same[first]]
+    rows = rows[first].reset_index(drop=True)
+    condition = rows[tables.CONDITION].astype(str).agg("|".join, axis=1)
+    measured = set(zip(rows["folder"], condition))
+    rows["superseded"] = [(successors or {}).get(folder, "") != "" and ((successors or {})[folder], key) in measured
+                          for folder, key in zip(rows["folder"], condition)]
+    return rows
+
+
+def written(rows: pd.DataFrame) -> str:
+    """copy_worth.csv's text: every column but the per-study ratios."""
+    return rows[COLUMNS].to_csv(index=False)

@@ -30,13 +30,14 @@ class Pilot:
 
 PILOTS = {"run-copy_worth_pilot": Pilot(("alignment", "loss_ratio", "noise"), within_range=False),
           "run-copy_worth_pilot2": Pilot(CANDIDATES, within_range=True)}
-# Where each condition's worth was measured: (workload, placement, echo factor, batch size) -> the sweep whose
-# study 0 gave the pilot run's draw.
+# Where each condition's worth is measured: (workload, placement, echo factor, batch size) -> the newest sweep of
+# it. The language model's pilot runs took their draws from lm_echo_factor_sweep_cpu's study 0, which lm_fine_cpu
+# has replaced (5 studies, 1/40 of the baseline's count); until 2026-12-07 they were set against the older sweep.
 SOURCES = {
     ("fashion_mnist", "after_batching", 2.0, 64): "placements_e2_fine_cpu/fashion_mnist",
     ("fashion_mnist", "before_augmentation", 2.0, 64): "placements_e2_fine_cpu/fashion_mnist",
-    ("transformer_pydocs", "after_batching", 2.0, 32): "lm_echo_factor_sweep_cpu/transformer_pydocs",
-    ("transformer_pydocs", "before_batching", 2.0, 32): "lm_echo_factor_sweep_cpu/transformer_pydocs",
+    ("transformer_pydocs", "after_batching", 2.0, 32): "lm_fine_cpu/transformer_pydocs",
+    ("transformer_pydocs", "before_batching", 2.0, 32): "lm_fine_cpu/transformer_pydocs",
 }
 CONDITION = ["workload", "placement", "echo_factor", "batch_size"]
 COLUMNS = ["pilot", "folder", "run", *CONDITION, "status", "measured_in", "measured_worth", "measured_min",

@@ -12,9 +12,10 @@ from paper.worth import copy_worth
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def trial(placement, factor, study, trial_, fresh, batch=32, path=""):
+def trial(placement, factor, study, trial_, fresh, batch=32, path="", trained_at=None):
     reached = fresh is not None
     return {"workload": "w", "placement": placement, "echo_factor": factor, "batch_size": batch, "shuffle_buffer": 0,
+            "effective_echo_factor": trained_at or factor,
             "study_key": f"s{study}", "trial": trial_, "status": "reached_target" if reached else "not_reached",
             "fresh_examples_to_target": fresh, "steps_to_target": fresh, "seconds_to_target": 1.0,
             "path": path or f"{placement},{factor},{study},{trial_},{batch}"}
@@ -45,14 +46,37 @@ def test_the_committed_table_rederives_from_a_folders_fresh_examples_to_target()
     trials = pd.read_csv(ROOT / "results" / folder / "trials.csv")
     reached = trials[trials["status"] == "reached_target"]
     best = reached.groupby(["placement", "echo_factor", "study"])["fresh_examples_to_target"].min()
-    committed = pd.read_csv(ROOT / "results" / "copy_worth.csv")
-    ours = committed[committed["folder"] == folder].set_index(["placement", "echo_factor"])
+    committed = pd.read_csv(ROOT / "results" / "copy_worth.csv").fillna({"also_in": ""})
+    # A condition whose runs another folder holds too (its e = 2 is lm_batch_size_sweep_cpu's) is that row.
+    ours = committed[(committed["folder"] == folder) | committed["also_in"].str.contains(folder, regex=False)]
+    ours = ours[ours["batch_size"] == 32].set_index(["placement", "echo_factor"])
     for placement in ("before_batching", "after_batching"):
         for factor in (2.0, 4.0, 8.0):
             ratios = [best[placement, factor, s] / best["none", 1.0, s] for s in range(3)]
-            expected = (1 / np.median(ratios) - 1) / (factor - 1)
+            rows = reached[(reached["placement"] == placement) & (reached["echo_factor"] == factor)]
+            trained_at = rows["effective_echo_factor"].median()  # the factor its runs trained at
+            expected = (1 / np.median(ratios) - 1) / (trained_at - 1)
             assert ours.loc[(placement, factor), "worth"] == pytest.approx(expected)
     # Example echoing's copies are worth most of a fresh sequence at e=2 and less as e grows; batch echoing's less.
     worth = ours["worth"]
     assert worth["before_batching", 2.0] > worth["before_batching", 4.0] > worth["before_batching", 8.0]
     assert worth["after_batching", 2.0] < worth["before_batching", 2.0]
+
+
+def test_a_buffer_that_holds_the_factor_down_is_read_at_the_factor_trained_at():
+    """A 1,024-batch buffer held batch echoing at 1.59 examples per fresh one: w from e = 1.59, not 2."""
+    rows = [trial("none", 1.0, 0, 0, 1000), trial("after_batching", 2.0, 0, 0, 800, trained_at=1.59)]
+    row = copy_worth.implied(pd.DataFrame(rows), "sweep/w").iloc[0]
+    assert row["effective_factor"] == 1.59 and row["worth"] == pytest.approx((1000 / 800 - 1) / 0.59)
+
+
+def test_the_same_runs_give_one_row_and_a_replaced_sweep_is_marked(tmp_path):
+    rows = pd.DataFrame([trial("none", 1.0, 0, 0, 1000), trial("after_batching", 2.0, 0, 0, 800)])
+    for folder in ("a/w", "a-drift/w", "b/w"):  # a-drift: the same configs on another store, the same counts
+        (tmp_path / folder).mkdir(parents=True)
+        frame = rows if folder != "b/w" else rows.assign(fresh_examples_to_target=[1000, 700])
+        frame.to_csv(tmp_path / folder / "trials.csv", index=False)
+    table = copy_worth.measure(tmp_path, {"a/w": "b/w"})
+    assert table[["folder", "also_in", "superseded"]].values.tolist() == [["a/w", "a-drift/w", True],
+                                                                         ["b/w", "", False]]
+    assert "study_ratios" not in copy_worth.written(table)

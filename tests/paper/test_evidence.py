@@ -21,7 +21,8 @@ def test_an_effect_is_counted_in_evaluations_on_the_grid(tmp_path):
     for trial in range(5):
         make_run(tmp_path, f"b{trial}", trial=trial, fresh=1200, steps=20)
         make_run(tmp_path, f"e{trial}", trial=trial, placement="after_batching", factor=2.0, fresh=1004, steps=31)
-    numbers = evidence.fewer(_trials(tmp_path), Comparison("x", "fewer", E2))
+    # These runs hold one evaluation each (make_run): read as exact counts, as they were before 2026-12-07.
+    numbers = evidence.fewer(_trials(tmp_path), Comparison("x", "fewer", E2), censored=False)
     assert numbers["low"] == pytest.approx(1004 / 1200) and numbers["resolution"] == 12.0
     assert numbers["evaluations"] == 2.0
 
@@ -35,7 +36,7 @@ def test_an_interactions_resolution_is_the_coarsest_of_its_four_conditions(tmp_p
                      batch=batch, fresh=fresh, steps=int(fresh * factor // batch))
     comparison = Comparison("x", "interaction", Condition("after_batching", 2.0, 128), Condition("none", 1.0, 128),
                             Condition("after_batching", 2.0, 16), Condition("none", 1.0, 16))
-    numbers = evidence.fewer(_trials(tmp_path), comparison)
+    numbers = evidence.fewer(_trials(tmp_path), comparison, censored=False)  # one evaluation each: exact counts
     assert numbers["low"] == pytest.approx((600 / 1000) / (400 / 2000))
     assert numbers["resolution"] == 4.0  # 400 fresh examples at one evaluation every 100; not the 10 of 1,000
 

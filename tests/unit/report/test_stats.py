@@ -122,8 +122,8 @@ def test_the_fewer_rules(numbers, verdict, reason):
 
 def test_the_speedup_and_no_loss_rules():
     assert judge("faster", effect(ci_low=1.3, ci_high=2.5))[0] == REPRODUCED
-    assert judge("faster", effect(ci_low=1.3, ci_high=2.5), paper=3.25)[0] == NOT_REPRODUCED
-    assert judge("faster", effect(ci_low=1.3, ci_high=3.5), paper=3.25)[0] == REPRODUCED
+    assert judge("faster", effect(ci_low=1.3, ci_high=2.5), paper=3.25)[0] == "below"  # the paper's number
+    assert judge("faster", effect(ci_low=1.3, ci_high=3.5), paper=3.25)[0] == "consistent with"
     assert judge("faster", effect(ci_low=0.8, ci_high=1.05))[0] == NOT_REPRODUCED
     assert judge("no_loss", effect(ci_low=-0.005, ci_high=0.02))[0] == REPRODUCED
     assert judge("no_loss", effect(ci_low=-0.05, ci_high=-0.02))[0] == NOT_REPRODUCED
@@ -131,9 +131,10 @@ def test_the_speedup_and_no_loss_rules():
 
 
 def test_a_speedup_is_refuted_only_at_a_fine_enough_cadence():
-    """C3 at e=5: 14-20 evaluations to the baseline's target, where the Resolution rule asks 40 to refute."""
+    """C3 at e=5: 14-20 evaluations to the baseline's target, where the Resolution rule asks 40 to refute. Against
+    the paper's number the row says where its interval lies, whatever the cadence (its margin stands beside it)."""
     verdict, why = judge("faster", effect(ci_low=1.11, ci_high=2.33, resolution=14.0), paper=3.25)
-    assert verdict == INCONCLUSIVE and why.startswith("too coarse to refute") and "at 14 evaluations" in why
+    assert (verdict, why) == ("below", "the interval lies below the paper's 3.25x")
     assert judge("faster", effect(ci_low=0.8, ci_high=1.05, resolution=14.0))[0] == INCONCLUSIVE
     assert judge("faster", effect(ci_low=1.11, ci_high=2.33, resolution=14.0))[0] == REPRODUCED
 
@@ -161,3 +162,23 @@ def test_a_median_of_five_studies_has_the_order_statistics_interval():
     assert median_interval(np.array([1.5, 0.98, 2.33, 1.11, 1.7])) == (0.98, 2.33)
     assert median_interval(np.arange(1.0, 10.0)) == (2.0, 8.0)
     assert all(map(math.isnan, median_interval(np.array([]))))
+
+
+def test_a_reached_count_is_read_as_lying_after_the_evaluation_before_it():
+    """docs/protocol.md, 2026-12-07: reached at an evaluation counting x, the evaluation before at p: [p + 1, x].
+    One evaluation apart is still fewer; the same evaluation is not ordered; exact counts where asked."""
+    rows = pd.DataFrame({"status": ["reached_target", "reached_target", "reached_target", "pruned"],
+                         "fresh_examples_to_target": [640.0, 1280.0, 1280.0, math.nan],
+                         "fresh_examples": [640, 1280, 1280, 1920],
+                         "fresh_before_target": [0.0, 640.0, 640.0, math.nan]})
+    bounds = stats.outcome_bounds(rows)
+    assert bounds[["lo", "hi"]].values.tolist() == [[1, 640], [641, 1280], [641, 1280], [1920, math.inf]]
+    exact = stats.outcome_bounds(rows, censored=False)
+    assert exact[["lo", "hi"]].values.tolist()[:3] == [[640, 640], [1280, 1280], [1280, 1280]]
+    keyed = bounds.assign(study_key="s", trial=[0, 0, 1, 1])
+    a, b = keyed.iloc[[0, 2]], keyed.iloc[[1, 2]].assign(trial=[0, 1])
+    effect = stats.paired_effect(stats.Pairs.of(a, b), resamples=200)
+    assert (effect["n_fewer"], effect["n_open"]) == (1, 1)  # 640 against 1,280: fewer; 1,280 against 1,280: open
+    exact = stats.paired_effect(stats.Pairs.of(*(stats.outcome_bounds(rows, censored=False).assign(
+        study_key="s", trial=[0, 0, 1, 1]).iloc[i].assign(trial=[0, 1]) for i in ([0, 2], [1, 2]))), resamples=200)
+    assert (exact["n_fewer"], exact["n_same"]) == (1, 1)  # read as exact counts the tie is a tie
