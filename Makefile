@@ -63,10 +63,12 @@ test-all: setup
 # Each results/<experiment>/<workload>/runs/ holds the run directories of one sweep; the reporter writes
 # that folder's tables, figures and report.md beside them. The verdicts come last, from all of them.
 figures: setup
-	@for runs in results/*/*/runs; do \
-	  out=$${runs%/runs}; echo "$$out"; \
+	@all=$$(ls -d results/*/*/runs | wc -l); i=0; began=$$(date +%s); \
+	for runs in results/*/*/runs; do \
+	  i=$$((i + 1)); out=$${runs%/runs}; \
+	  echo "[$$i/$$all, $$(( $$(date +%s) - began )) s] $$out"; \
 	  (cd $$out && $(abspath $(PY)) -m echo_experiments.report runs --out .) || exit 1; \
-	done
+	done; echo "[verdicts, $$(( $$(date +%s) - began )) s] the claims, the checks and copy worth over every folder"
 	@$(PY) -m paper.verdicts results --readme README.md --details docs/reproducing.md
 
 # archive and restore: a sweep folder multirun/<preset>/<workload> and its committed copy

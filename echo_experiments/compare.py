@@ -31,9 +31,7 @@ from echo_experiments.core.machine import SHARED_CORES
 from echo_experiments.core.record import RunRecord
 from echo_experiments.core.rundir import unwritable
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.data.sources import DataMissing
 from echo_experiments.training.timing import Timing
-from echo_experiments.training.trainer import run
 
 # Below this factor echoing repeats too little to show anything: the comparison echoes at 2 and says so.
 SMALLEST = 1.05
@@ -62,7 +60,16 @@ def _factor(text: str) -> float:
     return value
 
 
+def _training():
+    """The trainer and the missing-data error, imported when a run starts: --help and the command line's errors
+    answer without TensorFlow and JAX."""
+    from echo_experiments.data.sources import DataMissing
+    from echo_experiments.training.trainer import run
+    return run, DataMissing
+
+
 def _run(overrides: list[str], out: Path, name: str = "") -> RunRecord:
+    run, DataMissing = _training()
     error = check_command_line(overrides)
     if error:
         fail(error)
@@ -79,6 +86,7 @@ def autopilot(overrides: list[str], placement: str, out: Path) -> tuple[str, Run
     factor; after batching where the workload cannot echo there with it (before augmentation, examples of
     varying shape). Returns the placement it ran at and its record."""
     auto = [*overrides, "echo.factor=auto"]
+    run, DataMissing = _training()
     print(f"training the autopilot to the target: {out}", flush=True)
     try:
         return placement, run(next(iter(compose_all([*auto, f"echo.placement={placement}"], multirun=False))), out)
@@ -186,8 +194,12 @@ def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) 
               "the factor the run trained at: max(1, min(e, R)), the bound if every echoed example were as good as "
               "a fresh one; an echoed example's worth w: fresh examples baseline / run = 1 + w (e - 1)",
               "input slowdown: the run's seconds of training per fresh batch over its input's alone (the median "
-              "over evaluations): 1 where its steps and copies cost the input nothing; an echoed run's above the "
-              "baseline's is what its copies cost the input here",
+              "over evaluations): 1 where the input paced the run and its steps and copies cost it nothing; above "
+              "1 where they took time from it (an echoed run's above the baseline's is what its copies cost the "
+              "input here); below 1 where the run's fresh batches came faster than the profile timed the input "
+              "alone (the profile pulls the plain pipeline with nothing downstream for a few hundred batches, "
+              "not the run's steady state): read an echoed run's value against the baseline's in this table, "
+              "not against 1",
               f"R (upstream seconds a batch / seconds a step): {timing.ratio:.2f} in the profile ("
               f"{in_words(timing.wait_share)} without echoing), {min(ratios):.2f}-{max(ratios):.2f} over the "
               "profile and the runs",
@@ -198,9 +210,11 @@ def table(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) 
 
 
 def answer(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing, every: int) -> str:
-    """The comparison's answer in one line, by the rules above: where the baseline leaves nothing to measure, the
-    machine was shared or R moved between the runs, it cannot tell; else the fastest echoed run's seconds to target
-    against the baseline's, split into fresh examples to target and seconds per fresh example."""
+    """The comparison's answer in one line of two parts. Fresh examples, which no machine moves: what each echoed
+    run needed against the baseline, within one evaluation or not, and what a copy was worth. Seconds, where the
+    runs were timed fairly (the machine not shared, R the same in every run): the fastest echoed run's seconds to
+    target against the baseline's, split into fresh examples and seconds per fresh example. Where the baseline
+    leaves nothing to measure, it cannot tell either."""
     k = evaluations_to_target(base, every)
     if k is None:
         return ("cannot tell: the baseline did not reach the target (raise trainer.max_fresh_examples or lower "
@@ -210,6 +224,27 @@ def answer(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing,
                 f"fresh examples, one evaluation every {every:,}), too early for the comparison to measure anything; "
                 f"evaluate at least {MIN_EVALUATIONS} times before the target (trainer.eval_every_fresh_examples="
                 f"{max(1, base.fresh_examples_to_target // MIN_EVALUATIONS)}) or set a harder workload.target.value")
+    return f"fresh examples: {_fresh_part(base, echoed, every)}; seconds: {_seconds_part(base, echoed, timing)}"
+
+
+def _fresh_part(base: RunRecord, echoed: list[tuple[str, RunRecord]], every: int) -> str:
+    """What echoing did to the fresh examples to target, run by run: the machine-independent half of the answer."""
+    said = []
+    for name, r in echoed:
+        if not r.fresh_examples_to_target:
+            said.append(f"{name} did not reach the target")
+            continue
+        ratio = r.fresh_examples_to_target / base.fresh_examples_to_target
+        close = abs(r.fresh_examples_to_target - base.fresh_examples_to_target) < every
+        w = worth(base, r)
+        copy = f", a copy worth {w:.2f} of a fresh example" if w is not None else ", nothing echoed"
+        said.append(f"{name} needed {ratio:.2f}x the baseline's" + (" (within one evaluation)" if close else "")
+                    + copy)
+    return "; ".join(said) if said else "no echoed run"
+
+
+def _seconds_part(base: RunRecord, echoed: list[tuple[str, RunRecord]], timing: Timing) -> str:
+    """The seconds half: only from runs timed on an unshared machine against an input of one speed."""
     rows = [("baseline", base), *echoed]
     if shared := _shared(rows):
         return f"cannot tell: the machine was shared while {' and '.join(shared)} ran; run again on an idle machine"

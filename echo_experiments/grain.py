@@ -24,8 +24,18 @@ called with ``rng=None``. ``grain.experimental.WindowShuffleIterDataset`` (the w
 a sliding buffer like tf.data's shuffle: copies never leave their window. docs/your-model.md#grain says more.
 """
 
+from echo_experiments.core.config import MAX_BATCH, echo_arguments
 from echo_experiments.core.fresh import FreshCounter
-from echo_experiments.core.placement import echo_shuffle_size as window_size
+from echo_experiments.core.placement import echo_shuffle_size
+from echo_experiments.core.schema import argument, integer
 from echo_experiments.data.grain_echo import Copies, echo, with_read_ids
 
 __all__ = ["Copies", "FreshCounter", "echo", "window_size", "with_read_ids"]
+
+
+def window_size(factor: float, batch_size: int) -> int:
+    """The window that keeps an echoed example's copies out of one batch: 10 x ceil(e) x batch examples, the
+    tf.data stage's echo shuffle (its arguments checked as the command line checks them)."""
+    echo_arguments(factor, 0)
+    argument("batch_size", batch_size, f"an integer >= 1 and <= {MAX_BATCH}", integer(1, MAX_BATCH))
+    return echo_shuffle_size(factor, batch_size)

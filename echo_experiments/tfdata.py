@@ -25,7 +25,9 @@ from typing import Optional
 
 import tensorflow as tf
 
+from echo_experiments.core.config import echo_arguments
 from echo_experiments.core.fresh import FreshCounter
+from echo_experiments.core.schema import argument, boolean, integer, optional
 from echo_experiments.data.echo import CHUNK
 from echo_experiments.data.echo import echo as _echo
 
@@ -45,6 +47,9 @@ def echo(ds: tf.data.Dataset, factor: float, *, seed: int = 0, shuffle_buffer: O
     reproducible for ``seed``), then shuffled by ``shuffle_buffer`` elements (None or 0: not shuffled; after
     example echoing a buffer of about 10 x ceil(e) x batch size keeps copies out of one batch). ``batched``:
     the elements are whole batches (repeated one at a time, so a slow input is never waited on for more)."""
+    echo_arguments(factor, seed)
+    argument("shuffle_buffer", shuffle_buffer, "null or an integer >= 0 (elements)", optional(integer(0)))
+    argument("batched", batched, "true or false", boolean)
     if "read_id" not in (ds.element_spec if isinstance(ds.element_spec, dict) else {}):
         raise ValueError("echo needs elements with a read_id (with_read_ids, where the data is read), so that fresh "
                          "examples can be counted")

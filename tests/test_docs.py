@@ -166,3 +166,27 @@ def test_each_commands_help_holds_its_whole_description(module, capsys):
         command.main(["--help"])
     assert stop.value.code == 0
     assert " ".join(command.__doc__.split()) in " ".join(capsys.readouterr().out.split())
+
+
+# The package's commands: the top-level modules that run as one (tests/test_layout.py names them).
+COMMANDS = ("echo_experiments", "echo_experiments.compare", "echo_experiments.profile", "echo_experiments.report",
+            "echo_experiments.benchmark", "echo_experiments.service")
+
+
+@pytest.mark.parametrize("module", [*COMMANDS, "paper.retime", "paper.archive", "paper.verdicts"])
+def test_each_commands_help_answers_without_tensorflow_or_jax(module):
+    """--help must come in a second or two, not after TensorFlow and JAX load (tens of seconds on 2 cores): the
+    command line is parsed before anything heavy is imported."""
+    probe = ("import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n    runpy.run_module(%r, run_name='__main__')\n"
+             "except SystemExit:\n    pass\nprint('tensorflow' in sys.modules, 'jax' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe % module], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.stderr.strip().splitlines()[-1] == "False False", proc.stderr[-2000:]
+    assert "usage" in proc.stdout.lower() or "Powered by Hydra" in proc.stdout
+
+
+def test_the_top_level_help_lists_every_command():
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    for module in COMMANDS[1:]:
+        assert f"python -m {module}" in proc.stdout, module

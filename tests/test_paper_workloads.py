@@ -64,3 +64,27 @@ def test_paper_workloads_keep_paper_settings(workload_name):
     expected_batch = {"resnet32": 128, "resnet50": 1024}[workload_name]
     assert cfg.workload.batch_size == expected_batch
     assert cfg.optimizer.nesterov and cfg.optimizer.schedule == "linear_decay"
+
+
+# The paper-scale workloads on their offline stand-ins (data/sources.py, STAND_IN): what a user without ImageNet,
+# LM1B or COCO is told to add. Small batches and held-out sets: a few steps and one evaluation each, end to end.
+STAND_INS = [("resnet50", ["workload.dataset=synthetic_images", "workload.eval_split=test",
+                           "workload.batch_size=4", "workload.eval_batch_size=64", "workload.shuffle_buffer=16",
+                           "workload.augment.image_size=32"]),
+             ("transformer_lm1b", ["workload.dataset=python_docs", "workload.eval_split=validation",
+                                   "workload.batch_size=4", "workload.eval_batch_size=8", "workload.eval_examples=16"]),
+             ("ssd_coco", ["workload.dataset=fashion_mnist_detection", "workload.eval_split=test",
+                           "workload.batch_size=2", "workload.eval_batch_size=4", "workload.eval_examples=8",
+                           "workload.shuffle_buffer=16"])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload, extra", STAND_INS, ids=[w for w, _ in STAND_INS])
+def test_each_paper_scale_workload_trains_and_evaluates_on_its_stand_in(tmp_path, workload, extra):
+    from echo_experiments.training.trainer import run
+
+    cfg = compose_config(f"workload={workload}", *extra, "trainer.max_steps=2", "trainer.profile_batches=0",
+                         "trainer.eval_every_fresh_examples=4", "trainer.checkpoint_every_seconds=0")
+    record = run(cfg, tmp_path)
+    assert record.status == "not_reached" and record.steps == 2 and record.final_metrics
+    assert all(np.isfinite(v) for v in record.final_metrics.values() if v is not None)

@@ -25,6 +25,7 @@ from omegaconf import MISSING, OmegaConf
 
 from echo_experiments.core.placement import AUTO, PLACEMENTS
 from echo_experiments.core.schema import (
+    argument,
     boolean,
     field_at,
     folder_name,
@@ -348,3 +349,10 @@ def keys_of(key: str, workload_schemas: tuple[type, ...] = ()) -> list[str]:
         return [f.name for f in fields(Config)]
     found = schema_field(key, workload_schemas)
     return [f.name for f in fields(found.type)] if found is not None and is_dataclass(found.type) else []
+
+
+def echo_arguments(factor: Any, seed: Any) -> None:
+    """An echo stage's factor and seed, as a library function is given them, checked with the command line's
+    bounds (ConfigError naming the argument): the tf.data and Grain stages take them."""
+    argument("factor", factor, f"a real number >= 1 and <= {MAX_FACTOR}", real(1, MAX_FACTOR))
+    argument("seed", seed, f"an integer in [0, {MAX_SEED}]", integer(0, MAX_SEED))

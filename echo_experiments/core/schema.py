@@ -112,7 +112,8 @@ def argument(name: str, value: Any, allowed: str, check: Check) -> Any:
     """A library function's argument, checked as the command line checks a key: ConfigError (a ValueError) naming
     the argument and what is allowed, in one line."""
     if not check(value):
-        raise ConfigError(name, value, allowed)
+        shown = repr(value) if isinstance(value, str) else show(value)  # a string where a number belongs, as given
+        raise ConfigError(name, value, allowed, f"{name}={shown} is not allowed: {allowed}")
     return value
 
 

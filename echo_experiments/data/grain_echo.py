@@ -15,6 +15,9 @@ import grain
 import numpy as np
 from grain.experimental import FlatMapIterDataset, FlatMapTransform, WindowShuffleIterDataset
 
+from echo_experiments.core.config import echo_arguments
+from echo_experiments.core.schema import argument, integer, optional
+
 READ_ID = "read_id"
 
 
@@ -59,6 +62,8 @@ def echo(ds: grain.MapDataset | grain.IterDataset, factor: float, *, seed: int =
     """Each element of ``ds`` ``factor`` times (see Copies), then shuffled in windows of ``window`` elements
     (None or 0: not shuffled). A ``MapDataset`` is turned into an iterator first, so that every element is read
     and decoded once. The elements may be examples or whole batches."""
+    echo_arguments(factor, seed)
+    argument("window", window, "null or an integer >= 0 (elements per shuffled window)", optional(integer(0)))
     if isinstance(ds, grain.MapDataset):
         ds = ds.to_iter_dataset()
     if not isinstance(ds, grain.IterDataset):
@@ -67,4 +72,40 @@ def echo(ds: grain.MapDataset | grain.IterDataset, factor: float, *, seed: int =
             "a transform after a FlatMapTransform gets rng=None, so echo with the dataset API "
             "(docs/your-model.md#grain)")
     out = FlatMapIterDataset(ds, Copies(float(factor), seed))
-    return WindowShuffleIterDataset(out, window_size=int(window), seed=seed) if window else out
+    out = WindowShuffleIterDataset(out, window_size=int(window), seed=seed) if window else out
+    return Stamped(out, {"factor": float(factor), "seed": seed, "window": window or 0})
+
+
+class Stamped(grain.IterDataset):
+    """The echo stage's output, its iterator's state stamped with the stage's factor, seed and window, so that a
+    state restores only into a stage of the same settings (one line naming the first that differs)."""
+
+    def __init__(self, parent: grain.IterDataset, settings: dict):
+        super().__init__(parent)
+        self.settings = settings
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return _StampedIterator(self._parent.__iter__(), self.settings)
+
+
+class _StampedIterator(grain.DatasetIterator):
+    def __init__(self, parent: grain.DatasetIterator, settings: dict):
+        super().__init__(parent)
+        self.settings = settings
+
+    def __next__(self) -> Any:
+        return next(self._parent)
+
+    def get_state(self) -> dict:
+        return {"echo": dict(self.settings), "stage": self._parent.get_state()}
+
+    def set_state(self, state: dict) -> None:
+        saved = state.get("echo") if isinstance(state, dict) else None
+        if saved is None:
+            raise ValueError("this iterator state was not saved from an echo stage of echo_experiments.grain: "
+                             "restore it into the pipeline it was saved from")
+        for name, value in self.settings.items():
+            if saved.get(name) != value:
+                raise ValueError(f"the iterator state was saved with echo {name}={saved.get(name)!r}, this pipeline "
+                                 f"has {name}={value!r}: restore it into a pipeline of the same echo settings")
+        self._parent.set_state(state["stage"])

@@ -59,11 +59,15 @@ def _errorbar(ax, x, rows: pd.DataFrame, label: str, y: str = "median", low: str
     ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, label=label, **kw)
 
 
-def _finish_panel(ax, workload: str, xlabel: str, ylabel: str) -> None:
+def _finish_panel(ax, workload: str, xlabel: str, ylabel: str, outside: bool = False) -> None:
+    """Labels, title and legend (``outside``: to the right of the axes, where many lines would hide the data)."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(workload)
-    ax.legend(fontsize=8)
+    if outside:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=8)
 
 
 def placement_bars(table: pd.DataFrame, factor: float = 2.0) -> Optional[Figure]:
@@ -237,6 +241,10 @@ def wall_clock(speedup_table: pd.DataFrame) -> Optional[Figure]:
 
 
 # Every figure, by file name, from the fresh-examples table, the speedups table and the curve rows.
+# The label of a figure whose legends stand outside its axes: it is saved with a tight bounding box to keep them.
+LEGEND_OUTSIDE = "legend outside"
+
+
 def best_of_k(table: pd.DataFrame) -> Optional[Figure]:
     """The median best fresh examples to target among k trials against k, with its 90% interval: what a tuning
     budget of k trials buys each condition (a line ends where the median best is not reached)."""
@@ -249,8 +257,10 @@ def best_of_k(table: pd.DataFrame) -> Optional[Figure]:
         for key, g in rows.groupby(["placement", "echo_factor", "shuffle_buffer"], sort=True):
             label = "baseline" if key[1] == 1 else f"{_label(key[0], key[2])}, e={key[1]:g}"
             _errorbar(ax, g["k"], g, label, y="median_best", low="ci_low", high="ci_high")
-        _finish_panel(ax, f"{workload}, batch {batch_size}", "trials (k)", "median best fresh examples to target")
+        _finish_panel(ax, f"{workload}, batch {batch_size}", "trials (k)", "median best fresh examples to target",
+                      outside=True)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.set_label(LEGEND_OUTSIDE)
     fig.tight_layout()
     return fig
 
@@ -301,7 +311,7 @@ def save(fig: Figure, path: Path) -> None:
     fmt = path.suffix.lstrip(".")
     part = path.with_name(f".{path.name}.part")
     fig.savefig(part, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None,
-                bbox_inches="tight" if marked(fig) else None)
+                bbox_inches="tight" if marked(fig) or fig.get_label() == LEGEND_OUTSIDE else None)
     os.replace(part, path)
 
 

@@ -69,12 +69,17 @@ def _off_factor_text(fresh: pd.DataFrame) -> str:
 
 def _paired_text() -> str:
     return ("Within a study every condition trains on the same quasi-random draws, so each draw is a pair. A "
-            "trial's fresh examples to target are known exactly when it reached the target, known to exceed its "
-            "count when pruned, and infinite when it diverged or spent its budget; n_fewer, n_more and n_same count "
+            "trial's fresh examples to target are known to lie after the evaluation before the one that saw the "
+            "target, up to that one's count, when it reached the target (docs/protocol.md: an evaluation sees the "
+            "target only after it was crossed), known to exceed its count when pruned, and infinite when it "
+            "diverged or spent its budget; n_fewer, n_more and n_same count "
             "the draws whose order is known, n_open those it is not, n_neither those where neither side reached the "
             "target (left out). ratio_low..ratio_high: the median of the paired ratio (this condition over the "
             "baseline) estimated with the censored draws (Turnbull); ci_low..ci_high: its "
-            f"{LEVEL:.0%} bootstrap interval over studies and draws.\n")
+            f"{LEVEL:.0%} bootstrap interval over studies and draws. reading: where that interval lies: below 1, "
+            "fewer fresh examples to target than the baseline; above 1, more; across 1, cannot tell; a condition "
+            "with fewer studies than its sweep plans (or than 3) is not yet a result (the paper's claims ask more: "
+            "docs/protocol.md).\n")
 
 
 def _seconds_text(trials: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ The state is saved with every checkpoint, so a resumed run goes on counting wher
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from echo_experiments.training.timing import OtherWork
 
@@ -75,6 +75,13 @@ class Clocks:
 
     def since_save(self) -> float:
         return time.perf_counter() - self._last_save
+
+    def checkpoint_due(self, t: Any, step: int, stopping: bool) -> bool:
+        """Whether a checkpoint is due after ``step``: every trainer.checkpoint_every_steps steps, every
+        trainer.checkpoint_every_seconds of training, and when a signal stops the run (``t``: the TrainerSpec)."""
+        by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
+        by_time = t.checkpoint_every_seconds and self.since_save() >= t.checkpoint_every_seconds
+        return bool(by_steps or by_time or stopping)
 
     def stop(self) -> float:
         """The elapsed seconds at the end; the other work up to now is recorded."""

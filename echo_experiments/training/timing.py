@@ -16,7 +16,9 @@ factor it suggests (``python -m echo_experiments.profile [overrides]`` prints th
   what its steps, copies included, cost the input on this host: 1 where they cost it nothing (an accelerator
   host), 1.1 where they take a tenth; where the steps bound it, it is their time instead.
 
-Every run measures the first two before it trains and writes all of them into its summary.json.
+Every run measures the first two before it trains and writes all of them into its summary.json. JAX and the
+input pipeline are imported by the functions that measure: :class:`Timing` and its words need neither, so the
+commands' --help and the comparison's table answer without them.
 """
 
 import gc
@@ -24,14 +26,18 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Optional
 
-import jax
 import numpy as np
 import psutil
 
 from echo_experiments.core.input_bound import in_words, wait_share, xprof_class
 from echo_experiments.core.machine import SHARED_CORES
 from echo_experiments.core.specs import PipelineSpec
-from echo_experiments.data import stream
+
+# The most echoing advised, whatever R: past 8 a further copy was worth under a fifth of a fresh example wherever
+# this project measured it, and most where copies pay most (the language model's example echoing, whose k-th copy
+# fits exp(-k / 4.65): the 8th is worth 0.18, the 16th 0.03; docs/your-model.md, "What a copy is worth"). At R
+# beyond it, the input is the bottleneck by far more than copies can make up for.
+MAX_ADVISED = 8.0
 
 
 @dataclass(frozen=True)
@@ -44,8 +50,17 @@ class Timing:
         return self.upstream_s_per_batch / self.downstream_s_per_step
 
     def recommended_echo_factor(self) -> float:
-        """The largest e <= R (two decimals), at least 1: the most echoing that is still free."""
-        return max(1.0, float(np.floor(self.ratio * 100) / 100))
+        """The largest e <= R (two decimals), at least 1 and at most MAX_ADVISED: the most echoing that is still
+        free, within what a copy is worth."""
+        return min(MAX_ADVISED, max(1.0, float(np.floor(self.ratio * 100) / 100)))
+
+    def bound(self) -> str:
+        """Why the recommendation is below R, where it is (else nothing)."""
+        if self.ratio <= MAX_ADVISED:
+            return ""
+        return (f"; not R: past e={MAX_ADVISED:g} a further copy was worth under a fifth of a fresh example wherever "
+                "it was measured (docs/your-model.md, 'What a copy is worth'), and at this R the input needs a "
+                "faster source more than copies")
 
     def predicted_speedup(self, factor: float) -> float:
         """Seconds to target without echoing over with it at ``factor``, if every echoed example were worth a
@@ -134,6 +149,8 @@ def upstream_s_per_batch(batches: Iterator[Any], n: int, warmup: int = 2, min_se
 def seconds_per_call(call: Callable[[], Any], n: int, warmup: int = 2, blocks: int = 5) -> float:
     """Seconds per ``call()``, waited for (JAX's asynchronous results included): the median over ``blocks``
     blocks of ``n`` calls (step times on a shared CPU vary by 10-20% from block to block)."""
+    import jax
+
     for _ in range(warmup):
         jax.block_until_ready(call())
     times = []
@@ -149,6 +166,8 @@ def seconds_per_call(call: Callable[[], Any], n: int, warmup: int = 2, blocks: i
 def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup: int = 2, blocks: int = 5) -> float:
     """Seconds per train step on one cached batch (seconds_per_call). The step donates its state: a copy is used,
     and each step takes the state the last one returned."""
+    import jax
+
     held = [jax.tree.map(lambda x: x.copy(), state)]
 
     def one_step():
@@ -157,15 +176,15 @@ def downstream_s_per_step(step: Callable, state: Any, batch: Any, n: int, warmup
     return seconds_per_call(one_step, n, warmup, blocks)
 
 
-def report_lines(timing: Timing, idle: str) -> list[str]:
-    """What the profiler prints for a stream and a step: the two rates, R, the idle share (``idle``, in words),
-    the recommended factor and the speedup the paper's model predicts at it."""
+def report_lines(timing: Timing, idle: str, upstream: str = "input pipeline alone, no echoing") -> list[str]:
+    """What the profiler prints for a stream and a step: the two rates (``upstream``: what the first one timed),
+    R, the idle share (``idle``, in words), the recommended factor and the speedup the paper's model predicts at it."""
     e = timing.recommended_echo_factor()
-    return [f"upstream    {timing.upstream_s_per_batch:.4f} s per batch (input pipeline alone, no echoing)",
+    return [f"upstream    {timing.upstream_s_per_batch:.4f} s per batch ({upstream})",
             f"downstream  {timing.downstream_s_per_step:.4f} s per step (train step on a cached batch)",
             f"R           {timing.ratio:.2f}: {in_words(timing.wait_share)} without echoing",
             f"idle        {idle}",
-            f"recommended echo factor: {e:g} (the largest e <= R)",
+            f"recommended echo factor: {e:g} (the largest e <= R, at most {MAX_ADVISED:g}{timing.bound()})",
             f"predicted   speedup over no echoing at e={e:g}: {timing.predicted_speedup(e):.2f}, if every echoed "
             "example were worth a fresh one (python -m echo_experiments.compare measures it)"]
 
@@ -174,6 +193,8 @@ def measure(workload: Any, pipeline: PipelineSpec, store: Any, host: Any, step: 
             n: int, pull: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> Timing:
     """Both rates for a run: its pipeline through ``store`` without echoing, and the compiled step; ``pull``
     makes each call into the pipeline (see upstream_s_per_batch)."""
+    from echo_experiments.data import stream
+
     batches = stream.build(workload, pipeline.without_echo(), store=store, host=host).as_numpy_iterator()
     up = upstream_s_per_batch(batches, n, pull=pull)
     batch = pull(batches.__next__)

@@ -14,7 +14,6 @@ being killed, it resumes from the last checkpoint and ends as it would have with
 import functools
 import logging
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -24,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from echo_experiments.autopilot import decisions
 from echo_experiments.core import machine, user_code
@@ -38,7 +36,7 @@ from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import closing, stream
 from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
-from echo_experiments.training import optim, parallel, timing, tuning, worth
+from echo_experiments.training import optim, parallel, progress, timing, tuning, worth
 from echo_experiments.training.checkpoints import Checkpoints
 from echo_experiments.training.checkpoints import exist as checkpoints_exist
 from echo_experiments.training.clocks import Clocks, ClockState
@@ -100,7 +98,8 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
             batches = stream.build(workload, spec.pipeline, store=store, host=mesh.host)
             trainer = Trainer(spec, workload, run_dir, mesh, batches, store, checkpoints, best, hparams,
                               input_source(cfg))
-            record = RunRecord(**head, **jsonable(trainer.fit()))
+            with progress.Heartbeat(log, trainer.starting):
+                record = RunRecord(**head, **jsonable(trainer.fit()))
             if writer:
                 run_dir.write_summary(record)
                 trainer.close_events(record)
@@ -157,6 +156,8 @@ class Trainer:
         self.inputs: Optional[Plain] = None  # the batches, or the autopilot over them (inputs.py)
         self.worth: Optional[worth.Plain] = None  # the step, with the copy-worth estimate (trainer.copy_worth_every)
         self.facts: Optional[timing.Timing] = None  # upstream and downstream time, profiled before training
+        self.phase: Optional[str] = "starting"  # what the run does before its first evaluation (starting())
+        self.at = (0, 0)  # the step and the fresh examples so far, for that line
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
         self.tx = optim.optimizer(spec.optimizer)
         self.schedule = optim.schedule(spec.schedule)
@@ -197,6 +198,10 @@ class Trainer:
                  facts.upstream_s_per_batch, facts.downstream_s_per_step, facts.ratio, in_words(facts.wait_share))
         return facts
 
+    def starting(self) -> Optional[str]:
+        """What the run is doing while it starts, for the heartbeat's line (None once it has evaluated)."""
+        return self.phase.format(*self.at) if self.phase else None
+
     def _started(self) -> None:
         """A signal received while starting ends the run now, with nothing of this attempt to save."""
         if self.stops.signalled is not None:
@@ -220,6 +225,7 @@ class Trainer:
 
     def fit(self) -> dict[str, Any]:
         """Train until a stop rule ends the run, a metrics row per evaluation; the record's outcome fields."""
+        self.phase = "compiling the train step"
         with self.stops.signals:  # a signal during start-up is held until it can end the run cleanly
             self._started()  # one the start-up kept, before anything is compiled
             state = initial_state(self.workload, self.tx, self.spec.seed, self.mesh.replicated)
@@ -227,7 +233,9 @@ class Trainer:
             train_step = self._compile(state)
             compile_s = time.perf_counter() - began
             self._started()
+            self.phase = "profiling the input and the step"
             self.facts = facts = self._timing_facts(train_step, state)
+            self.phase = "filling the input's buffers and training to the first evaluation: step {0}, {1} fresh"
             self._started()
             # Kept on the trainer: run() writes the summary before the iterator (and its threads) is torn down.
             self.iterator = iter(self.batches)
@@ -257,7 +265,7 @@ class Trainer:
         losses = [jnp.asarray(x) for x in loop.pending_losses]
         fresh_units = self.schedule.unit == optim.FRESH_EXAMPLES
         count, step = self.mesh.total(fresh.count), loop.step
-        bar = self._progress_bar(count, step)
+        bar = progress.bar(t.max_fresh_examples, t.max_steps, count, step, self.mesh.writes_run_dir and t.progress)
         first = True  # the first batch waits for the shuffle buffers to fill: a signal then ends the start-up
         while not outcome.stop and self.stops.signalled is None:
             batch = inputs.next(self._started if first else lambda: None, running=losses[-1] if losses else None)
@@ -271,6 +279,7 @@ class Trainer:
                 state, loss = self.worth.step(state, self.mesh.put_batch(batch), rate, count - before, step)
             losses.append(loss)
             step += 1
+            self.at = (step, count)
             bar.update(count - before if t.max_fresh_examples else 1)
             spent = self.stops.budget_spent(step, count)
             if count >= loop.next_eval or spent:
@@ -280,7 +289,7 @@ class Trainer:
             # A signal stops at this step boundary with a checkpoint to resume from (when checkpointing); a run
             # that ended (target, budget, divergence) writes its record instead: it is never resumed.
             if (self.checkpoints and not outcome.stop
-                    and self._checkpoint_due(step, self.stops.signalled is not None, clocks)):
+                    and clocks.checkpoint_due(t, step, self.stops.signalled is not None)):
                 with clocks.checkpointing() as clock_state:
                     inputs.settle()
                     loop.step, loop.pending_losses = step, [float(x) for x in jax.device_get(losses)]
@@ -291,25 +300,9 @@ class Trainer:
         bar.close()
         return step
 
-    def _progress_bar(self, count: int, step: int) -> tqdm:
-        """Progress in the budget's unit: fresh examples unless only a step cap is given."""
-        t = self.t
-        try:
-            terminal = sys.stderr.isatty()
-        except (AttributeError, ValueError, OSError):  # closed: 2>&- leaves sys.stderr None
-            terminal = False
-        return tqdm(total=t.max_fresh_examples or t.max_steps, initial=count if t.max_fresh_examples else step,
-                    unit="fresh" if t.max_fresh_examples else "step", leave=False,
-                    disable=not (self.mesh.writes_run_dir and t.progress and terminal))
-
-    def _checkpoint_due(self, step: int, stopping: bool, clocks: Clocks) -> bool:
-        t = self.t
-        by_steps = t.checkpoint_every_steps and step % t.checkpoint_every_steps == 0
-        by_time = t.checkpoint_every_seconds and clocks.since_save() >= t.checkpoint_every_seconds
-        return bool(by_steps or by_time or stopping)
-
     def _evaluate(self, state, step: int, count: int, losses: list, loop: LoopState, outcome: Outcome,
                   clocks: Clocks, bar) -> None:
+        self.phase = "evaluating at step {0} ({1} fresh examples)"
         # Waits for the last step. On the host: stacking on the device would compile a program per list length.
         train_loss = float(np.mean(jax.device_get(losses))) if losses else math.nan
         with clocks.evaluating() as elapsed_s:
@@ -339,6 +332,7 @@ class Trainer:
         loop.next_eval = (count // cadence + 1) * cadence
         self.stops.after_evaluation(Evaluation(step, count, examples_trained, clocks.to_target(elapsed_s), train_loss,
                                                metrics), outcome)
+        self.phase = None  # the evaluations' own lines from here
 
     def close_input(self) -> None:
         """Hand the input iterator to a thread that closes it (data/closing.py says why): the run is over."""

@@ -58,6 +58,9 @@ class Workload(abc.ABC):
         self.train_source = sources.load(cfg.dataset, cfg.train_split, self.data_dir)
         self.eval_source = sources.load(cfg.dataset, cfg.eval_split, self.data_dir)
         sources.check_splits(self.train_source, self.eval_source)
+        for source, key in ((self.train_source, "workload.train_split"), (self.eval_source, "workload.eval_split")):
+            if isinstance(source, sources.Source):  # a user's files check their own splits (check_splits)
+                source.check_split(key)
         self._eval_step = jax.jit(self.eval_outputs)
         cls = type(self)
         if cls.augment is Workload.augment and cls.augment_chunk is not Workload.augment_chunk:

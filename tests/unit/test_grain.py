@@ -84,7 +84,7 @@ def test_an_iterator_saved_through_orbax_resumes_where_it_was(tmp_path):
 
 
 def test_what_the_stage_cannot_echo_is_refused_saying_what_to_do():
-    with pytest.raises(ValueError, match="echo factor must be a real number >= 1, got 0.5"):
+    with pytest.raises(ValueError, match="factor=0.5 is not allowed: a real number >= 1 and <= 1000"):
         echo(with_read_ids(records()), 0.5)
     with pytest.raises(ValueError, match="echo needs elements with a read_id"):
         list(echo(records(), 2.0))
@@ -93,3 +93,46 @@ def test_what_the_stage_cannot_echo_is_refused_saying_what_to_do():
         echo(grain.DataLoader(data_source=[1, 2], sampler=grain.samplers.IndexSampler(2, num_epochs=1)), 2.0)
     with pytest.raises(TypeError, match="with_read_ids takes a dataset of dicts"):
         list(with_read_ids(grain.MapDataset.range(3)))
+
+
+@pytest.mark.parametrize("kwargs, line", [
+    ({"factor": 1e9}, "factor=1000000000 is not allowed: a real number >= 1 and <= 1000"),
+    ({"factor": "2"}, "factor='2' is not allowed: a real number >= 1 and <= 1000"),
+    ({"factor": True}, "factor=True is not allowed: a real number >= 1 and <= 1000"),
+    ({"window": -5}, "window=-5 is not allowed: null or an integer >= 0 (elements per shuffled window)"),
+    ({"seed": 1.5}, "seed=1.5 is not allowed: an integer in [0, 2147483647]"),
+])
+def test_the_grain_stage_refuses_what_the_command_line_refuses_in_one_line(kwargs, line):
+    """A negative window emptied the stream and a factor of 1e9 built a billion-element list: refused at the call."""
+    import grain
+
+    from echo_experiments.core.schema import ConfigError
+    from echo_experiments.grain import echo, window_size, with_read_ids
+
+    ds = with_read_ids(grain.MapDataset.range(10).map(lambda i: {"x": np.int64(i)}))
+    args = {"factor": 2.0, **kwargs}
+    with pytest.raises(ConfigError) as refused:
+        echo(ds, args.pop("factor"), **args)
+    assert str(refused.value) == line
+    with pytest.raises(ConfigError, match=r"^batch_size=0 is not allowed: an integer >= 1"):
+        window_size(2.0, 0)
+
+
+def test_a_grain_state_restores_only_into_a_stage_of_its_factor_seed_and_window():
+    import grain
+
+    from echo_experiments.grain import echo, with_read_ids
+
+    ds = with_read_ids(grain.MapDataset.range(100).map(lambda i: {"x": np.int64(i)}))
+    saved = iter(echo(ds, 2.0, seed=0, window=8))
+    for _ in range(5):
+        next(saved)
+    state = saved.get_state()
+    for other, line in (((3.0, 0, 8), "echo factor=2.0, this pipeline has factor=3.0"),
+                        ((2.0, 1, 8), "echo seed=0, this pipeline has seed=1"),
+                        ((2.0, 0, 16), "echo window=8, this pipeline has window=16")):
+        with pytest.raises(ValueError, match=f"^the iterator state was saved with {line}"):
+            iter(echo(ds, other[0], seed=other[1], window=other[2])).set_state(state)
+    same = iter(echo(ds, 2.0, seed=0, window=8))
+    same.set_state(state)
+    assert [next(same)["read_id"] for _ in range(5)] == [next(saved)["read_id"] for _ in range(5)]

@@ -170,10 +170,10 @@ def test_a_loader_that_raises_hangs_or_ends_says_so_in_one_line():
 
 @pytest.mark.parametrize("kwargs, line", [
     ({"max_factor": 1e9}, "max_factor=1000000000 is not allowed: a real number >= 1 and <= 1000"),
-    ({"max_factor": "2"}, "max_factor=2 is not allowed: a real number >= 1 and <= 1000"),
+    ({"max_factor": "2"}, "max_factor='2' is not allowed: a real number >= 1 and <= 1000"),
     ({"max_factor": True}, "max_factor=True is not allowed: a real number >= 1 and <= 1000"),
     ({"max_factor": 0.5}, "max_factor=0.5 is not allowed: a real number >= 1 and <= 1000"),
-    ({"copies": "rows"}, "copies=rows is not allowed: batches or examples"),
+    ({"copies": "rows"}, "copies='rows' is not allowed: batches or examples"),
     ({"timeout_s": -1}, "timeout_s=-1 is not allowed: a real number > 0 (seconds)"),
     ({"seed": 1.5}, "seed=1.5 is not allowed: an integer in [0, 2147483647]"),
     ({"seed": -1}, "seed=-1 is not allowed: an integer in [0, 2147483647]"),

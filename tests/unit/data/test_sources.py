@@ -38,6 +38,9 @@ def test_absent_data_set_says_how_to_get_it(tmp_path, dataset, hint):
     message = str(e.value)
     assert message.startswith(f"{dataset} is not prepared in {tmp_path}: ")
     assert hint in message and "\n" not in message
+    # The next step without it: the offline stand-in of the same task.
+    assert message.endswith("; to run this workload without it now, add workload.dataset=synthetic_images "
+                            "workload.eval_split=test (an offline stand-in of the same task)")
 
 
 def test_absent_fashion_mnist_says_how_to_get_it(tmp_path, monkeypatch):
@@ -49,6 +52,10 @@ def test_absent_fashion_mnist_says_how_to_get_it(tmp_path, monkeypatch):
 def test_unknown_split_is_named(data_dir):
     with pytest.raises(sources.DataMissing, match="has no split 'validation'; it has"):
         sources.load("fashion_mnist", "validation", data_dir).decoded()
+    with pytest.raises(sources.DataMissing) as e:  # checked as the workload is made, before any profile or compile
+        sources.load("synthetic_images", "validation", data_dir).check_split("workload.eval_split")
+    assert str(e.value) == ("synthetic_images has no split 'validation'; it has train, test: set workload.eval_split "
+                            "to one of them")
 
 
 def test_data_dir_follows_tfds_conventions(monkeypatch, tmp_path):
