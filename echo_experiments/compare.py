@@ -45,19 +45,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "recommends)")
     parser.add_argument("--no-auto", dest="auto", action="store_false",
                         help="leave out the autopilot's run (echo.factor=auto at the echoed run's placement)")
-    parser.add_argument("--out", type=Path, help="where the runs go (default compare/<workload>/<time>)")
+    parser.add_argument("--out", type=_out, help="where the runs go (default compare/<workload>/<time>)")
     return parser.parse_args(argv)
 
 
 def _factor(text: str) -> float:
-    """--factor's value: a number of examples trained per fresh one, so at least 1 (0 is not "none")."""
+    """--factor's value: a number of examples trained per fresh one, above 1 (1 is the baseline, which compare runs
+    anyway: a comparison of it with itself trained for minutes to say "cannot tell"; 0 is not "none")."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (1 <= value <= MAX_FACTOR):
-        raise argparse.ArgumentTypeError(f"{text} is not an echo factor: a number from 1 to {MAX_FACTOR}")
+    if not (1 < value <= MAX_FACTOR):
+        raise argparse.ArgumentTypeError(f"{text} is not an echo factor to compare: a number above 1 and at most "
+                                         f"{MAX_FACTOR} (1 is the baseline, which compare runs anyway)")
     return value
+
+
+def _out(text: str) -> Path:
+    """--out's value: a folder's path, never empty (an empty one would be the working folder itself)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty --out would write the runs into the working folder itself: give a "
+                                         "folder's path")
+    return Path(text)
 
 
 def _training():
@@ -283,6 +293,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if any(o.startswith(("echo.factor=", "echo=", "echo.placement=")) for o in args.overrides):
         fail("echo.factor, echo.placement and echo= are set by compare (the baseline, --factor, the autopilot): "
              "leave them out")
+    if placed := [o for o in args.overrides if o.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]:
+        fail(f"{placed[0].split('=')[0]} is set by compare (a folder for each of its runs under --out): give --out "
+             "instead")
     error = check_command_line(args.overrides)
     if error:
         fail(error)

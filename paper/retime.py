@@ -42,7 +42,7 @@ from echo_experiments.core.schema import ConfigError
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
 from echo_experiments.training.timing import OtherWork
-from echo_experiments.training.tuning import run_config
+from echo_experiments.training.tuning import apply_trial
 from paper.archive import STORE
 
 AGAIN = ",again"  # the folder suffix of a trial's second timing (--again)
@@ -75,7 +75,26 @@ def _job_overrides(job: Path) -> list[str]:
     if not isinstance(overrides, list):
         raise ValueError(f"{path} is missing or unreadable: retime reruns the jobs of a sweep folder Hydra wrote "
                          "(multirun/...), not an archived copy of its runs")
-    return [str(o) for o in overrides]
+    return held_to_config(job, path, [str(o) for o in overrides])
+
+
+def held_to_config(job: Path, path: Path, overrides: list[str]) -> list[str]:
+    """``overrides`` (read from ``path``, a file of the folder) if they compose the config the job recorded, before
+    anything runs or is imported: a file the user did not write may not choose the code a timed run imports
+    (a workload.task) or Hydra's own settings (hydra.* keys). ValueError naming the key otherwise."""
+    hydra = [o for o in overrides if o.lstrip("+~").split("=", 1)[0].split("/", 1)[0].split(".", 1)[0] == "hydra"]
+    if hydra:
+        raise ValueError(f"{path} holds {hydra[0]}: retime passes on a job's config overrides, never a hydra key "
+                         "from a file; remove it (or rerun the job by hand)")
+    try:  # composed, the trial's drawn values applied, and nothing validated: validating imports a user's task
+        composed = apply_trial(next(iter(compose_all(overrides, multirun=False))))
+    except ConfigError as e:
+        raise ValueError(f"{path}'s overrides do not compose: {e}") from None
+    differ = RunDir(job).differences(composed)
+    if differ:
+        raise ValueError(f"{path}'s overrides compose another config than the job's {CONFIG} ({differ[0]}): retime "
+                         "times the job that ran; restore the file (or rerun the job by hand)")
+    return overrides
 
 
 def _named_overrides(job: Path) -> list[str]:
@@ -85,7 +104,7 @@ def _named_overrides(job: Path) -> list[str]:
     refused, not guessed."""
     overrides = re.split(r",(?=[\w.+~@/-]+=)", job.name)
     try:
-        differ = RunDir(job).differences(run_config(next(iter(compose_all(overrides, multirun=False)))))
+        differ = RunDir(job).differences(apply_trial(next(iter(compose_all(overrides, multirun=False)))))
     except ConfigError as e:
         raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says do not compose: "
                          f"{e}") from None

@@ -166,3 +166,46 @@ def test_the_program_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines() == [f"error: {check_command_line(argv)}"]
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_yaml_alias_bomb_in_a_users_config_tree_is_refused_in_one_line_before_composing(tmp_path):
+    """Nine lines of anchors and aliases expand to a billion strings: composing them blocked with no output while
+    memory grew. The tree is read as tokens first, and an anchor or alias is one line naming the file."""
+    from echo_experiments.cli.plan import check_command_line
+
+    (tmp_path / "workload").mkdir()
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"
+              for p, n in zip("abcdefgh", "bcdefghi")]
+    (tmp_path / "workload" / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    line = check_command_line([f"hydra.searchpath=[file://{tmp_path}]", "workload=bomb"])
+    assert line == (f"{tmp_path / 'workload' / 'bomb.yaml'} uses a YAML anchor (line 1): a user's config tree may "
+                    "not, since a few lines of them expand to gigabytes while composing; write the values out")
+
+
+@pytest.mark.parametrize("source, line", [
+    ("def broken(:\n", "importing userbad raised SyntaxError at {path}:1: invalid syntax"),
+    ("import sys\nsys.exit(7)\n", "importing userbad raised SystemExit at {path}:2: 7"),
+    ("x = 1 / 0\n", "importing userbad raised ZeroDivisionError at {path}:1: division by zero"),
+])
+def test_a_users_module_that_fails_as_it_is_imported_is_one_line_naming_its_file_and_line(tmp_path, monkeypatch,
+                                                                                           source, line):
+    from echo_experiments.cli.plan import check_command_line
+
+    (tmp_path / "userbad.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    said = check_command_line(["workload.task=userbad:Task"])
+    assert said == "workload.task=userbad:Task: " + line.format(path=tmp_path / "userbad.py")
+
+
+def test_a_users_module_that_blocks_as_it_is_imported_is_one_line_within_the_bound(tmp_path, monkeypatch):
+    from echo_experiments.cli.plan import check_command_line
+    from echo_experiments.workloads import registry
+
+    (tmp_path / "userslow.py").write_text("import time\ntime.sleep(30)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "IMPORT_TIMEOUT_S", 0.5)
+    assert check_command_line(["workload.task=userslow:Task"]) == (
+        "workload.task=userslow:Task: importing userslow did not finish within 0.5 s: does it wait on something as "
+        "it is imported (a lock, the network, input)?")

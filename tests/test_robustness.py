@@ -372,3 +372,19 @@ def test_time_a_run_spent_stopped_does_not_count_toward_the_input_timeout():
     out, _ = child.communicate(timeout=60)
     assert out.strip() == "batch"
 
+
+
+def test_a_start_up_stuck_where_no_safe_point_comes_still_ends_on_sigterm_within_its_deadline():
+    """A start-up signal is kept for the next safe point; a composition or an import that never reaches one (a YAML
+    alias bomb, a module that blocks) held the process after `timeout`'s one SIGTERM. The kept signal now has a
+    deadline: the one line, and the signal's exit status."""
+    stuck = ("import time\nfrom echo_experiments.core import signals\nsignals.STARTUP_DEADLINE_S = 1.0\n"
+             "signals.stop_at_startup()\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and time.monotonic() - began < 30
+    assert err.strip().splitlines() == ["error: stopped by SIGTERM while starting, before this attempt trained: the "
+                                        "run directory keeps what it had; run the same command to go on"]

@@ -11,8 +11,10 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+import yaml
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
@@ -71,6 +73,7 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             raise ConfigError(o.get_key_element(), o.value(), field.metadata["allowed"])
     # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
+    refuse_aliases(user_trees(parsed))
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
             overrides = [o.input_line for o in app] + hydra_args
@@ -106,6 +109,39 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
 
 # Free-form mappings a key may be added to with +: a user's workload's own options.
 OPEN_SECTIONS = ("workload.options.",)
+
+
+# The most of a user's config tree read before composing it (files, and bytes a file), far beyond a config tree.
+TREE_FILES, TREE_BYTES = 2000, 1 << 20
+
+
+def user_trees(parsed: list) -> list[Path]:
+    """The folders of a user's own config tree that hydra.searchpath names (file://...)."""
+    found = []
+    for o in parsed:
+        if o.is_hydra_override() and o.get_key_element() == "hydra.searchpath":
+            values = o.value() if isinstance(o.value(), list) else [o.value()]
+            found += [Path(str(v)[len("file://"):]) for v in values if str(v).startswith("file://")]
+    return found
+
+
+def refuse_aliases(folders: list[Path]) -> None:
+    """A user's config tree without YAML anchors or aliases: a few lines of them expand to gigabytes while
+    composing, with no output (a run reached 7.5 GB in 11 minutes). Read as tokens, nothing expanded; ConfigError
+    naming the file and line."""
+    files = [p for folder in folders if folder.is_dir() for p in sorted(folder.rglob("*.yaml"))][:TREE_FILES]
+    for path in files:
+        try:
+            text = path.read_bytes()[:TREE_BYTES].decode("utf-8", errors="replace")
+            tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
+        except yaml.YAMLError:
+            continue  # composing says what is wrong with it, in one line
+        for token in tokens:
+            if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
+                raise ConfigError("hydra.searchpath", str(path), "", (
+                    f"{path} uses a YAML {'anchor' if isinstance(token, yaml.AnchorToken) else 'alias'} (line "
+                    f"{token.start_mark.line + 1}): a user's config tree may not, since a few lines of them expand to "
+                    "gigabytes while composing; write the values out"))
 
 
 def _refuse_added_key(override) -> None:

@@ -26,6 +26,7 @@ from echo_experiments.cli.exits import end_now, fail
 from echo_experiments.cli.plan import PLAN_VARIABLE, SweepPlan, job_key, plan, progress
 from echo_experiments.core.input_bound import in_words
 from echo_experiments.core.record import RunRecord, Target
+from echo_experiments.core.rules import unused
 from echo_experiments.core.rundir import SUMMARY, unwritable
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted, StartupInterrupted, stop_at_startup, stop_if_signalled_at_startup
@@ -41,6 +42,8 @@ def _run(cfg: DictConfig, out_dir: str):
 
     stop_if_signalled_at_startup()  # TensorFlow and JAX are imported: a safe point
     log.info("%s", _first_line(cfg, out_dir))
+    for note in unused(cfg):
+        log.warning("%s", note)
     try:
         return run(cfg, out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:

@@ -5,9 +5,21 @@ job with them before anything heavy loads."""
 
 from omegaconf import DictConfig
 
-from echo_experiments.core.config import allowed_for
+from echo_experiments.core.config import EchoConfig, allowed_for
 from echo_experiments.core.placement import AUTO
 from echo_experiments.core.schema import ConfigError
+
+# echo.max_factor's default: only the autopilot reads it.
+MAX_FACTOR_DEFAULT = EchoConfig.max_factor
+
+
+def unused(cfg: DictConfig) -> list[str]:
+    """Keys set away from their defaults that this run does not read, said in its first lines rather than refused:
+    a preset may set them for the sweep's other jobs (autopilot_cpu's cap for its autopilot beside fixed factors)."""
+    if cfg.echo.factor != AUTO and cfg.echo.max_factor != MAX_FACTOR_DEFAULT:
+        return [f"echo.max_factor={cfg.echo.max_factor:g} is read only with echo.factor=auto: this run's fixed "
+                "factor is its own cap"]
+    return []
 
 
 def check_rules(cfg: DictConfig) -> None:

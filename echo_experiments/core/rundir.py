@@ -164,6 +164,20 @@ class RunDir:
         for name in (CHECKPOINTS, TB):
             shutil.rmtree(self.path / name, ignore_errors=True)
 
+    def _own_events(self) -> None:
+        """The run writes its TensorBoard events into tb/ and removes only its own earlier ones there: a tb/ where no
+        run of this program wrote its config.yaml is someone else's, and a tb/ that is a link leads elsewhere;
+        ConfigError for either, before anything is written."""
+        events = self.path / TB
+        if events.is_symlink():
+            raise ConfigError("hydra.run.dir", str(self.path), "", (
+                f"{events} is a link: a run writes its event files in a folder of its own and follows no link; "
+                "remove the link or choose another hydra.run.dir"))
+        if events.exists() and not (self.path / CONFIG).is_file():
+            raise ConfigError("hydra.run.dir", str(self.path), "", (
+                f"{self.path} holds {TB}/ but no {CONFIG}: no run of this program was there, so a run writes nothing "
+                "over it; choose another hydra.run.dir"))
+
     def start(self, cfg: DictConfig) -> None:
         """Begin (or begin again) a run: write its config; rows of an interrupted attempt are dropped."""
         write_atomic(self.path / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
@@ -234,6 +248,7 @@ class RunDir:
         """Decide what starting ``cfg`` here means: the record of a complete run (nothing to do), or None (train,
         resuming from a checkpoint if there is one). A failed attempt is no outcome: it resumes. ConfigError
         when the directory holds a run of another config. ``writer``: this process writes the directory."""
+        self._own_events()
         if cfg.trainer.restart and writer:
             self.clear()
             has_checkpoint = False

@@ -36,8 +36,8 @@ def show(value: Any) -> str:
         return "null"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    if isinstance(value, str):
-        return repr(value) if value == "" or " " in value else value
+    if isinstance(value, str):  # quoted where bare it would read as something else, or split the one line
+        return repr(value) if value == "" or " " in value or not value.isprintable() else value
     if isinstance(value, list):
         return "[" + ", ".join(show(v) for v in value) + "]"
     return str(value)

@@ -3,7 +3,9 @@ SLURM sends before a time limit) and SIGHUP (a closed terminal or SSH connection
 
 - **while starting** (importing, composing, loading, compiling, the timing facts): the first signal is kept
   (:func:`stop_at_startup`), and the start-up ends with one line (:class:`StartupInterrupted`) at its next safe
-  point (:func:`stop_if_signalled_at_startup`): there is nothing yet to save. It is never raised where it lands:
+  point (:func:`stop_if_signalled_at_startup`): there is nothing yet to save. A start-up that reaches no safe point
+  within STARTUP_DEADLINE_S (stuck composing a config, importing a module that blocks, compiling for minutes) ends
+  there with the same line. It is never raised where it lands:
   raised inside the import of an extension module (JAX's, under TensorFlow's) it crashed the process, inside
   Hydra's composing it left OmegaConf half-updated, inside TensorFlow's C++ callbacks it came back as another
   error. A second signal ends the process at once, with the same line.
@@ -25,6 +27,17 @@ from echo_experiments.core.rundir import CHECKPOINTS
 
 # The signal the start-up handler received, until Signals takes it over; "trained" once the loop gave them back.
 _at_startup: dict[str, int] = {}
+# How long a kept start-up signal waits for a safe point before it ends the process where it is (os._exit: nothing
+# is raised into the code it stops, and a start-up has nothing to save yet).
+STARTUP_DEADLINE_S = 10.0
+_deadline: dict[str, threading.Timer] = {}
+
+
+def _cancel_deadline() -> None:
+    """The kept signal has reached a safe point, or the loop took it over: no deadline now."""
+    timer = _deadline.pop("timer", None)
+    if timer is not None:
+        timer.cancel()
 
 
 class Signals:
@@ -40,6 +53,7 @@ class Signals:
 
     def __enter__(self) -> "Signals":
         self.received: Optional[int] = _at_startup.pop("signum", None)  # one kept while starting
+        _cancel_deadline()
         self.previous = {}
         if threading.current_thread() is threading.main_thread():  # Python allows handlers only there
             self.previous = {s: signal.signal(s, self._handle) for s in self.caught()}
@@ -88,6 +102,7 @@ def stop_if_signalled_at_startup() -> None:
     """A safe point of the start-up: raise the start-up stop if a stop signal came (until the loop's Signals takes
     it over). Also asked of an error before it is taken for a failure: the signal is what ended the start-up."""
     if (signum := _at_startup.get("signum")) is not None:
+        _cancel_deadline()
         raise StartupInterrupted(signum) from None
 
 
@@ -110,6 +125,10 @@ def stop_at_startup() -> None:
         if "signum" in _at_startup:
             _end_now(signum)
         _at_startup["signum"] = signum
+        timer = threading.Timer(STARTUP_DEADLINE_S, _end_now, args=(signum,))
+        timer.daemon = True
+        _deadline["timer"] = timer
+        timer.start()
 
     for s in Signals.caught():
         signal.signal(s, handle)

@@ -178,7 +178,7 @@ def grain_table(cfg, workload, repeats: int, items: int = 16_384) -> pd.DataFram
     import grain
     from PIL import Image
 
-    from echo_experiments import grain as grain_echo
+    from echo_experiments.data import grain_echo
 
     def decode(record: dict) -> dict:
         return {**record, "image": np.asarray(Image.open(io.BytesIO(record["image"])))}

@@ -16,7 +16,6 @@ timing facts).
 """
 
 import math
-import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -50,7 +49,8 @@ class Events:
 
     def __init__(self, run_path: Path, hparams: dict[str, Any], rows: Iterable[dict[str, Any]] = ()):
         folder = Path(run_path) / TB
-        shutil.rmtree(folder, ignore_errors=True)
+        for old in folder.glob("events.out.tfevents.*"):  # its own earlier files only (RunDir refuses a foreign tb/)
+            old.unlink()
         self.writer = tf.summary.create_file_writer(str(folder))
         with self.writer.as_default():
             hp.hparams({k: v for k, v in hparams.items() if isinstance(v, (bool, int, float, str))},

@@ -8,6 +8,7 @@ the fresh-example counts are summed across processes.
 """
 
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +103,13 @@ def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
                                    initialization_timeout=timeout, heartbeat_timeout_seconds=timeout,
                                    coordinator_bind_address=spec.bind_address)
         _initialized = True
-    devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]
+    try:
+        devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]
+    except RuntimeError as e:  # JAX_PLATFORMS names a backend this machine has not (a TPU, CUDA without a GPU)
+        said = str(e).strip().splitlines()[0][:200]
+        raise ConfigError("JAX_PLATFORMS", os.environ.get("JAX_PLATFORMS", ""), "", (
+            f"JAX cannot start its backend here ({said}): unset JAX_PLATFORMS, or set it to one this machine has "
+            "(cpu; cuda where a GPU and the [cuda] extra are installed)")) from None
     if batch_size % len(devices):
         raise ConfigError("workload.batch_size", batch_size,
                           f"a multiple of the {len(devices)} devices it is split over (or trainer.data_parallel=false)")

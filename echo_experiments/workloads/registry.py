@@ -9,6 +9,8 @@ before anything heavy loads; a task's class is imported only by :func:`task_clas
 
 import importlib
 import inspect
+import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,19 +46,65 @@ for _name, _schema in {**{n: t.schema for n, t in TASKS.items()}, "custom": Cust
     ConfigStore.instance().store(group="workload_schema", name=_name, node=_schema)
 
 
+# A user's module that has not finished importing after this long waits on something (a lock, the network, input):
+# the command says so instead of waiting with it.
+IMPORT_TIMEOUT_S = 120.0
+
+
 def _import(task: str) -> Any:
-    """The object a ``module:Class`` task names; ConfigError when it cannot be imported."""
+    """The object a ``module:Class`` task names; ConfigError when it cannot be imported, whatever its import raised
+    (its file and line named), ended (sys.exit) or waited on past IMPORT_TIMEOUT_S."""
     allowed = "one of " + ", ".join(TASKS) + ", or module:Class naming a Workload subclass you can import"
     module, _, name = task.partition(":")
     if not (module and name) or module.startswith("."):
         raise ConfigError("workload.task", task, allowed)
     try:
-        return getattr(importlib.import_module(module), name)
+        imported = _bounded_import(module)
     except ImportError as e:
         raise ConfigError("workload.task", task, f"{allowed} (importing {module} failed: {e}; is its folder on "
                           "PYTHONPATH, or the current folder?)") from None
+    except TimeoutError:
+        raise ConfigError("workload.task", task, "", (
+            f"workload.task={task}: importing {module} did not finish within {IMPORT_TIMEOUT_S:g} s: does it wait "
+            "on something as it is imported (a lock, the network, input)?")) from None
+    except (Exception, SystemExit) as e:  # the user's code, as it runs on import: one line naming where
+        said = (e.msg if isinstance(e, SyntaxError) else str(e).strip().splitlines()[0][:200] if str(e).strip()
+                else "")
+        raise ConfigError("workload.task", task, "", (
+            f"workload.task={task}: importing {module} raised {type(e).__name__}{_where(e)}"
+            + (f": {said}" if said else ""))) from None
+    try:
+        return getattr(imported, name)
     except AttributeError:
         raise ConfigError("workload.task", task, f"{allowed} ({module} has no {name})") from None
+
+
+def _bounded_import(module: str) -> Any:
+    """importlib.import_module on a daemon thread, waited for at most IMPORT_TIMEOUT_S (TimeoutError past it)."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["module"] = importlib.import_module(module)
+        except BaseException as e:  # handed to the caller, which says it in one line
+            done["error"] = e
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    thread.join(IMPORT_TIMEOUT_S)
+    if thread.is_alive():
+        raise TimeoutError(module)
+    if "error" in done:
+        raise done["error"]
+    return done["module"]
+
+
+def _where(error: BaseException) -> str:
+    """`` at file:line``: the place in the user's code an error came from (a syntax error's own place)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" at {error.filename}:{error.lineno}"
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if "importlib" not in f.filename and "echo_experiments" not in f.filename]
+    return f" at {mine[-1].filename}:{mine[-1].lineno}" if mine else ""
 
 
 def task_schema(task: str) -> type:

@@ -28,10 +28,28 @@ def test_a_restored_job_is_rerun_with_the_overrides_its_name_says(tmp_path):
     text = (job / "config.yaml").read_text()
     (job / "config.yaml").write_text(text.replace("  min_worth: 0.0\n", ""))
     assert "min_worth" in text and _job_overrides(job) == OVERRIDES
-    # Hydra's own record of them, where the job has it, is what is taken.
+    # Hydra's own record of them, where the job has it, is what is taken (held to the config all the same).
     (job / ".hydra").mkdir()
-    (job / ".hydra" / "overrides.yaml").write_text("- echo.factor=3\n- workload=synthetic\n")
-    assert _job_overrides(job) == ["echo.factor=3", "workload=synthetic"]
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in reversed(OVERRIDES)))
+    assert _job_overrides(job) == list(reversed(OVERRIDES))
+
+
+def test_a_folders_file_that_would_choose_the_code_or_hydras_settings_is_refused_before_any_import(tmp_path):
+    """A workload.task added to .hydra/overrides.yaml made the timed run import that module before the override
+    was refused; hydra.* keys from the same file were passed on. Both are refused from the file alone."""
+    job = _restored_job(tmp_path, ",".join(OVERRIDES), OVERRIDES)
+    (job / ".hydra").mkdir()
+    marker = tmp_path / "imported"
+    (tmp_path / "planted.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nclass X: pass\n")
+    overrides = job / ".hydra" / "overrides.yaml"
+    for added, line in (("workload.task=planted:X", r"compose another config than the job's config.yaml "
+                                                    r"\(workload.task\)"),
+                        ("hydra.job.chdir=true", r"holds hydra.job.chdir=true: retime passes on a job's config "
+                                                 r"overrides, never a hydra key from a file")):
+        overrides.write_text("".join(f"- {o}\n" for o in [*OVERRIDES, added]))
+        with pytest.raises(ValueError, match=line):
+            _job_overrides(job)
+    assert not marker.exists()
 
 
 def test_a_name_that_does_not_compose_its_recorded_config_is_refused(tmp_path):

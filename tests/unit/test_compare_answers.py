@@ -61,14 +61,15 @@ def test_the_cadence_caps_the_factor_at_two_evaluations_of_the_best_case():
     assert resolvable_factor(record(None, None), EVERY) is None
 
 
-@pytest.mark.parametrize("given", ["0", "-2", "0.5", "nan", "two"])
+@pytest.mark.parametrize("given", ["0", "-2", "0.5", "nan", "two", "1"])
 def test_a_factor_below_one_is_refused_not_taken_for_none(given, capsys):
     from echo_experiments.compare import parse
 
     with pytest.raises(SystemExit) as refused:
         parse(["--factor", given])
     assert refused.value.code == 2
-    assert f"argument --factor: {given} is not an echo factor: a number from 1 to 1000" in capsys.readouterr().err
+    assert (f"argument --factor: {given} is not an echo factor to compare: a number above 1 and at most 1000 (1 is "
+            "the baseline, which compare runs anyway)") in capsys.readouterr().err
 
 
 def test_an_out_folder_that_cannot_be_made_is_refused_before_profiling(capsys):
@@ -80,3 +81,16 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_profiling(capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: --out /proc/compare cannot be used (nothing can be made in /proc: No such file or directory): "
         "choose another folder"]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--out", ""], "argument --out: an empty --out would write the runs into the working folder itself"),
+    (["hydra.run.dir=/tmp/x"], "error: hydra.run.dir is set by compare (a folder for each of its runs under --out): "
+                               "give --out instead"),
+])
+def test_compare_refuses_an_empty_out_and_a_run_dir_it_would_ignore(argv, line, capsys):
+    from echo_experiments.compare import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and line in capsys.readouterr().err

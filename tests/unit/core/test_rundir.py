@@ -115,3 +115,26 @@ def test_restart_deletes_a_runs_own_folders_and_nothing_where_no_run_was(tmp_pat
     (tmp_path / "config.yaml").write_text("seed: 0\n")  # a run was here: its folders go
     RunDir(tmp_path).clear()
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "tb").exists()
+
+
+def test_a_tb_folder_the_run_did_not_write_is_refused_and_a_linked_one_is_not_followed(tmp_path):
+    """Every start removed tb/ whole: someone's own tb/ in a folder with no run of ours was lost, and a tb/ that was a
+    link was followed and written into. Now both are refused before anything is written."""
+    cfg = compose_config("workload=synthetic")
+    foreign = tmp_path / "foreign"
+    (foreign / "tb").mkdir(parents=True)
+    (foreign / "tb" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"holds tb/ but no config.yaml: no run of this program was there"):
+        RunDir(foreign).begin(cfg, False)
+    assert (foreign / "tb" / "notes.txt").read_text() == "mine"
+    linked, elsewhere = tmp_path / "linked", tmp_path / "elsewhere"
+    linked.mkdir()
+    elsewhere.mkdir()
+    RunDir(linked).start(cfg)
+    (linked / "tb").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match=r"tb is a link: a run writes its event files in a folder of its own"):
+        RunDir(linked).begin(cfg, False)
+    own = tmp_path / "own"
+    RunDir(own).start(cfg)
+    (own / "tb").mkdir()
+    assert RunDir(own).begin(cfg, False) is None  # a run's own tb/ beside its config: resumed as before
