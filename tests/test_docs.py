@@ -76,7 +76,7 @@ def readme_commands() -> list[tuple[str, list[str]]]:
     """(folder, argv) of every command line in the README's code blocks, comments cut off."""
     commands, folder = [], "."
     for block in re.findall(r"```\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a command continued over lines is one line
             if line.split(maxsplit=1)[:1] not in (["cd"], ["python"], ["make"]):
                 continue  # a diagram or a listing, not a command
             words = shlex.split(line.split(" #")[0])

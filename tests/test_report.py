@@ -103,7 +103,7 @@ def test_speedups_table(report):
     t = table(report, "speedups.csv")
     assert list(t.columns) == ["n_studies", "n_studies_reached", "n_studies_timed", "n_runs_shared",
                                "n_runs_unmeasured", "median_seconds", "min_seconds", "max_seconds", "speedup",
-                               "speedup_min", "speedup_max", "pace", "R", "ideal_speedup", "efficiency",
+                               "speedup_min", "speedup_max", "pace", "R", "ideal_speedup", "efficiency", "store",
                                "model_seconds", "model_speedup", "model_speedup_min", "model_speedup_max"]
     base = t.loc[("w", "none", 1.0, 64, 0)]
     # Per study, the seconds of the best trial by fresh examples: study 0 -> b0b's 12 s (b0a was faster, 10 s,
@@ -175,6 +175,38 @@ def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "shared"), "--include-shared"]) == 0
     assert table(tmp_path / "shared", "speedups.csv").loc[("w", "none", 1.0, 64, 0), "median_seconds"] == 35.0
     assert "Shared timings included" in (tmp_path / "shared" / "report.md").read_text()
+
+
+def on_store(path, latency_ms):
+    """A run's config naming its store: local where latency_ms is 0, else the emulated store at that latency."""
+    kind = "emulated" if latency_ms else "local"
+    (path / "config.yaml").write_text(f"storage: {{kind: {kind}, latency_ms: {latency_ms}, parallel_reads: 4, "
+                                      "read_unit: example}\n")
+    return path
+
+
+def test_a_timing_belongs_to_its_store_and_the_speedup_is_read_on_the_timed_reruns_store(tmp_path):
+    # The baseline's trial, tuned alone on local storage (10 s, R 0.3), timed again alone on the 90 ms store (40 s,
+    # R 6); e=4 tuned alone on local storage too (8 s) and timed on the 90 ms store (12 s). Pooled, the baseline's
+    # seconds would be the median of 10 and 40 (25 s) and the speedup 25 / 10 = 2.5 (e=4's 8 s and 12 s pooled);
+    # on the timed store alone it is 40 / 12.
+    local = dict(upstream_s_per_batch=0.03, downstream_s_per_step=0.1)
+    slow = dict(upstream_s_per_batch=0.6, downstream_s_per_step=0.1)
+    runs = tmp_path / "runs"
+    on_store(make_run(runs, "base", fresh=900, seconds=10.0, steps=9, wall_time_s=10.0, **local), 0)
+    on_store(make_run(runs, "timed/base", fresh=900, seconds=40.0, steps=9, wall_time_s=40.0, **slow), 90)
+    e4 = dict(placement="before_augmentation", factor=4.0, fresh=600, steps=24)
+    on_store(make_run(runs, "e4", seconds=8.0, wall_time_s=8.0, **e4, **local), 0)
+    on_store(make_run(runs, "timed/e4", seconds=12.0, wall_time_s=12.0, **e4, **slow), 90)
+    assert main([str(runs), "--out", str(tmp_path / "out")]) == 0
+    t = table(tmp_path / "out", "speedups.csv")
+    e4_row, base = t.loc[("w", "before_augmentation", 4.0, 64, 0)], t.loc[("w", "none", 1.0, 64, 0)]
+    assert (base["median_seconds"], e4_row["median_seconds"]) == (40.0, 12.0)
+    assert e4_row["speedup"] == pytest.approx(40 / 12) and e4_row["R"] == pytest.approx(6.0)
+    assert e4_row["pace"] == pytest.approx((12 / 600) / (40 / 900))
+    assert e4_row["store"] == "emulated: 90 ms per example, 4 at a time"
+    trials = pd.read_csv(tmp_path / "out" / "trials.csv").set_index("path")
+    assert trials.loc["base", "store"] == "local" and trials.loc["timed/base", "store"].startswith("emulated: 90 ms")
 
 
 def test_a_timed_rerun_that_trained_otherwise_is_no_timing_of_its_trial(tmp_path):

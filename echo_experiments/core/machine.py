@@ -29,6 +29,14 @@ PACKAGES = ("jax", "jaxlib", "tensorflow-cpu", "tensorflow", "numpy")
 SHARED_CORES = 0.2
 
 
+def short_cpu(cpu: str) -> str:
+    """A describe()["cpu"] in a few words, its model name and family/model/stepping ("AMD EPYC 25/17/1"), for a
+    sentence; the whole string elsewhere."""
+    name, _, rest = cpu.partition(" (")
+    ids = rest.split("family/model/stepping ", 1)[1].split(";")[0] if "family/model/stepping " in rest else ""
+    return f"{name} {ids}".strip() if ids else cpu
+
+
 def was_alone(other_cores: Optional[float]) -> bool:
     """Whether a run's seconds are a timing: it recorded what else ran meanwhile (other_cores), and that was
     at most SHARED_CORES. A run made before other_cores was recorded (None or NaN) is not known to have been

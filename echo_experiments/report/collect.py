@@ -112,6 +112,23 @@ def _before_target(record: RunRecord, rows: list[dict[str, Any]]) -> dict[str, f
             "seconds_per_evaluation": float(span)}
 
 
+def store_name(storage: Any) -> str:
+    """What a run read through, in a few words (its config's storage section): a timing belongs to its store, and
+    seconds on two stores are never set against each other (tables.study_seconds). "unknown" where the run's
+    config does not say."""
+    if not isinstance(storage, dict):
+        return "unknown"
+    kind = storage.get("kind", "local")
+    if kind == "local":
+        return "local"
+    schedule = storage.get("latency_schedule")
+    latency = (" then ".join(f"{ms:g} ms for {n:g} reads" for n, ms in schedule) if schedule
+               else f"{storage.get('latency_ms', 0):g} ms")
+    bandwidth = f", {storage['bandwidth_mb_s']:g} MB/s" if storage.get("bandwidth_mb_s") else ""
+    return (f"{kind}: {latency} per {storage.get('read_unit', 'record')}{bandwidth}, "
+            f"{storage.get('parallel_reads', 1)} at a time")
+
+
 def _select(config: dict[str, Any] | None, *keys: str) -> Any:
     """A value of the run's config, or NaN where the config does not say."""
     try:
@@ -158,6 +175,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             "effective_echo_factor": _effective_factor(record),
             **_before_target(record, rows),
             "eval_every_fresh_examples": _select(config, "trainer", "eval_every_fresh_examples"),
+            "store": store_name(_select(config, "storage")),
             "cpu": (record.machine or {}).get("cpu"),
             "path": name,
         })

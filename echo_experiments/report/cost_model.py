@@ -30,8 +30,9 @@ KEY = ["workload", "batch_size", "study_key"]  # one pipeline and one step: a ba
 
 def study_costs(trials: pd.DataFrame) -> pd.DataFrame:
     """Per study (of one workload at one batch size): the median upstream seconds per batch and downstream seconds
-    per step of its runs alone."""
-    timed = trials[tables.alone(trials)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
+    per step of its runs alone on the folder's timing store (tables.timing_store)."""
+    on_store = tables.on_timing_store(trials)
+    timed = on_store[tables.alone(on_store)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
     return timed.groupby(KEY)[["upstream_s_per_batch", "downstream_s_per_step"]].median()
 
 

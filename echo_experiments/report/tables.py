@@ -7,12 +7,14 @@ infinitely many fresh examples (worse than any study that did), never as zero.
 """
 
 import math
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from echo_experiments.core.machine import was_alone
 from echo_experiments.core.rundir import CONDITION as _CONDITION
+from echo_experiments.core.rundir import TIMED
 
 CONDITION = list(_CONDITION)
 # An echoed condition that trained more than this share off e examples per fresh example at its target did
@@ -161,7 +163,8 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
     for column, summary in (("speedup", np.median), ("speedup_min", np.min), ("speedup_max", np.max)):
         table[column] = [float(summary(pairs[key])) if pairs.get(key) else math.nan
                          for key in table[CONDITION].itertuples(index=False, name=None)]
-    timed = t[alone(t)]
+    on_store = on_timing_store(t)
+    timed = on_store[alone(on_store)]
     pace = {key: seconds_per_fresh(g) for key, g in timed.groupby(CONDITION)}
     baseline = timed[timed["echo_factor"] == 1]
     base = {key: seconds_per_fresh(g) for key, g in baseline.groupby(["workload", "batch_size"])}
@@ -171,6 +174,7 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
+    table["store"] = timing_store(trials) or "unknown"
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
 
 
@@ -220,12 +224,31 @@ def study_machines(trials: pd.DataFrame) -> pd.DataFrame:
     return named.rename("studies").reset_index()
 
 
+def timing_store(trials: pd.DataFrame) -> Optional[str]:
+    """The store a folder's seconds are read on: its timed reruns' (retime --store), else the one most of its runs
+    that had the machine to themselves read through (None: no store known)."""
+    if "store" not in trials or trials.empty:
+        return None
+    reruns = trials[trials["path"].astype(str).str.startswith(f"{TIMED}/")] if "path" in trials else trials.iloc[:0]
+    pool = reruns if len(reruns) else trials[alone(trials)]
+    pool = pool if len(pool) else trials
+    return str(pool["store"].value_counts().index[0])
+
+
+def on_timing_store(trials: pd.DataFrame) -> pd.DataFrame:
+    """The runs that read through the folder's timing_store: a timing belongs to its store, and seconds, paces and
+    R measured on another are never set beside it."""
+    store = timing_store(trials)
+    return trials if store is None else trials[trials["store"] == store]
+
+
 def study_seconds(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame:
     """study_bests with each study's ``seconds``: its best trial's seconds to target from a run of it that had
     the machine to itself, or any run of it with ``include_shared`` (NaN: no such run, untimed; inf: the study
-    never reached the target). A run counts only where it trained as the best trial did, to the target at the same
-    fresh examples: a timed rerun that did not (another stream) timed another training."""
-    t = trials.assign(trial_id=trial_ids(trials))
+    never reached the target), on the folder's timing_store only. A run counts only where it trained as the best
+    trial did, to the target at the same fresh examples: a timed rerun that did not (another stream) timed another
+    training."""
+    t = on_timing_store(trials.assign(trial_id=trial_ids(trials)))
     timed = t[(alone(t) | include_shared) & (t["status"] == "reached_target")]
     by = timed.groupby(CONDITION + ["study_key", "trial_id", "fresh_examples_to_target"])
     seconds = by["seconds_to_target"].median()

@@ -36,6 +36,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from echo_experiments.core.machine import short_cpu
 from echo_experiments.report import tables
 from echo_experiments.report.markdown import table
 from paper.verdicts import evidence
@@ -104,18 +105,21 @@ CHECKS = [
           (Condition("before_batching", 2.0, label="e=2"),), min_factor=1.8),
 ]
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",
-           "input_ratio_min", "input_ratio_max", "pace", "band", "verdict", "reason", "caution", "evidence"]
+           "input_ratio_min", "input_ratio_max", "pace", "band", "band_from", "verdict", "reason", "caution",
+           "evidence"]
 
 
 def measure(results: Path, checks: Optional[list[Check]] = None,
             bands: Optional[dict[str, float]] = None) -> pd.DataFrame:
     """One row per check, with its verdict; ``bands``: the timing band per CPU model (None: timing_bands of the
-    checks' own runs)."""
+    other checks' runs)."""
     checks = CHECKS if checks is None else checks
     rows, read = [], results_trials(results, [check.folder for check in checks])
-    bands = timing_bands([t for t in read.values() if t is not None]) if bands is None else bands
+    given = None if bands is None else {cpu: Band(width, ("given",)) for cpu, width in bands.items()}
     for check in checks:
         trials = read[check.folder]
+        # never from the check's own runs: a band measured on them would widen or narrow with what it judges
+        own = given or timing_bands({f: t for f, t in read.items() if f != check.folder})
         if not check.shown_before_runs and (trials is None or evidence.select(trials, check.candidate).empty):
             continue
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
@@ -125,7 +129,7 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
                          "reason": f"no runs in results/{check.folder} ({planned(check.folder)})"})
         else:
             if check.kind == "within":
-                measured = _within(trials, check, bands) if check.over_baseline is None else _both(trials, check, bands)
+                measured = _within(trials, check, own) if check.over_baseline is None else _both(trials, check, own)
             else:
                 measured = _echoes(trials, check) if check.kind == "echoes" else _window(trials, check)
             regime = _input_ratio(trials)
@@ -139,10 +143,11 @@ def _input_ratio(trials: pd.DataFrame) -> dict:
     """The regime a check ran in: R (tables.input_ratios), each study's median over its runs that had the machine
     to themselves (those whose seconds count; over all its runs where none did); the lowest and highest study's.
     The slow store is built for R about 6, and R moves with the machine's step time and load, so a check shows the
-    R it was measured at. A folder whose trials were tuned on another store and timed on the slow one (A5's) shows
-    the timed runs'."""
-    alone = tables.alone(trials)
-    runs = trials[alone] if alone.any() else trials
+    R it was measured at, on the folder's timing store (tables.timing_store): a folder whose trials were tuned on
+    another store and timed on the slow one (A5's) shows the timed runs'."""
+    on_store = tables.on_timing_store(trials)
+    alone = tables.alone(on_store)
+    runs = on_store[alone] if alone.any() else on_store
     per_study = tables.input_ratios(runs).groupby(runs["study_key"]).median()
     return {"input_ratio_min": per_study.min(), "input_ratio_max": per_study.max()}
 
@@ -165,9 +170,10 @@ def _caution(check: Check, trials: pd.DataFrame, input_ratio: float) -> str:
 def _pace(trials: pd.DataFrame, candidate: Condition) -> float:
     """The candidate's seconds per fresh example over the baseline's (tables.seconds_per_fresh), each over its runs
     that had the machine to itself (timed reruns among them: A5's baseline was timed alone, tuned beside another
-    job): the speedups tables' ``pace``."""
+    job), on the folder's timing store: the speedups tables' ``pace``."""
+    on_store = tables.on_timing_store(trials)
     paces = [tables.seconds_per_fresh(rows[tables.alone(rows)])
-             for rows in (evidence.select(trials, c, timed=True) for c in (candidate, BASELINE))]
+             for rows in (evidence.select(on_store, c, timed=True) for c in (candidate, BASELINE))]
     return paces[0] / paces[1]
 
 
@@ -181,23 +187,34 @@ def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
     return None
 
 
-def timing_bands(sweeps: list[pd.DataFrame]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Band:
+    """How far apart one training is timed twice on a CPU model, and the folders whose pairs measured it."""
+    width: float
+    folders: tuple[str, ...]
+
+
+def timing_bands(sweeps: dict[str, Optional[pd.DataFrame]]) -> dict[str, Band]:
     """Per CPU model, how far apart one training is timed twice: the widest ratio, as max(r, 1/r), of the seconds to
-    target of two runs of one sweep folder (one store) and one study's trial (one draw of the search) that trained
+    target of two runs of one sweep folder, one store and one study's trial (one draw of the search) that trained
     alike (the same fresh examples, steps and effective factor to the target and the same best metric), each alone
-    on the machine. Where the input is not the bottleneck the autopilot makes no copy and trains as the baseline
-    does, so its sweep holds such pairs. A model with no pair has no band."""
+    on the machine and each bound by its own compute (R below 1): a store's emulated waits would set the band by
+    their own steadiness, not a training's. Where the input is not the bottleneck the autopilot makes no copy and
+    trains as the baseline does, so its sweep holds such pairs. A model with no pair has no band."""
     same = ["study_key", "trial", "fresh_examples_to_target", "steps_to_target", "effective_echo_factor",
-            "best_metric", "cpu"]
-    widest: dict[str, float] = {}
-    for trials in sweeps:
-        if trials.empty:
+            "best_metric", "store", "cpu"]
+    widest: dict[str, Band] = {}
+    for folder, trials in sweeps.items():
+        if trials is None or trials.empty or "store" not in trials:
             continue
-        timed = trials[tables.alone(trials) & (trials["status"] == "reached_target")].dropna(subset=same)
+        computed = (tables.input_ratios(trials) < 1).fillna(False).astype(bool)
+        timed = trials[tables.alone(trials) & (trials["status"] == "reached_target") & computed].dropna(subset=same)
         for key, runs in timed.groupby(same):
             seconds = runs["seconds_to_target"].astype(float)
             if len(runs) > 1:
-                widest[key[-1]] = max(widest.get(key[-1], 1.0), float(seconds.max() / seconds.min()))
+                known = widest.get(key[-1], Band(1.0, ()))
+                widest[key[-1]] = Band(max(known.width, float(seconds.max() / seconds.min())),
+                                       tuple(sorted({*known.folders, folder})))
     return widest
 
 
@@ -217,7 +234,7 @@ def cross_fitted(by_reference: dict[str, pd.Series]) -> tuple[pd.Series, list[st
     return pd.Series(ratios, dtype=float), chosen
 
 
-def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict:
+def _within(trials: pd.DataFrame, check: Check, bands: dict[str, Band]) -> dict:
     conditions = [check.candidate, *check.references]
     seconds = tables.study_seconds(trials)
     per_study = {str(c): evidence.per_study_seconds(seconds, c) for c in conditions}
@@ -228,15 +245,17 @@ def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict
     reference = ", ".join(chosen) if len(set(chosen)) > 1 else "".join(chosen[:1])
     cpus = set(trials["cpu"].dropna())
     known = [bands.get(cpu) for cpu in cpus]  # every CPU model of the check needs a band: the widest applies
-    band = max(known) if known and None not in known else math.nan
+    band = max(b.width for b in known) if known and None not in known else math.nan
+    band_from = ", ".join(sorted({f for b in known if b is not None for f in b.folders}))
     row = {"reference": reference, "effect": float(ratios.median()) if len(ratios) else math.nan,
-           "range_min": ratios.min(), "range_max": ratios.max(), "n_studies": len(ratios), "band": band}
+           "range_min": ratios.min(), "range_max": ratios.max(), "n_studies": len(ratios), "band": band,
+           "band_from": band_from}
     why = _undone(trials, conditions)
     if why is None and any(s.isna().any() for s in per_study.values()):
         why = "untimed: a study's best trial has no run that had the machine to itself"
     if why is None and math.isnan(band):
-        why = (f"no timing band: no training was timed twice alone on this CPU model "
-               f"({', '.join(sorted(cpus)) or 'unrecorded'})")
+        why = (f"no timing band: no training bound by its compute was timed twice alone on this CPU model "
+               f"outside this check's runs ({', '.join(map(short_cpu, sorted(cpus))) or 'unrecorded'})")
     if why is not None:
         return {**row, "verdict": INCONCLUSIVE, "reason": why}
     low, high, effect = check.limit / band, check.limit * band, row["effect"]
@@ -249,7 +268,7 @@ def _within(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict
                       f"{len(ratios)} studies within {check.limit:.3g}"}
 
 
-def _both(trials: pd.DataFrame, check: Check, bands: dict[str, float]) -> dict:
+def _both(trials: pd.DataFrame, check: Check, bands: dict[str, Band]) -> dict:
     """Two ``within`` checks that must both be met: against the fastest reference at ``limit``, and against no
     echoing at ``over_baseline``; not met where either is not met."""
     fastest = _within(trials, check, bands)
@@ -322,9 +341,10 @@ def readme_table(rows: pd.DataFrame) -> str:
             + (f" of {r.reference}" if r.reference else ""))
         ratio = "-" if pd.isna(r.input_ratio_min) else f"{r.input_ratio_min:.1f}-{r.input_ratio_max:.1f}"
         pace = "-" if pd.isna(r.pace) else f"{r.pace:.2f}"
+        band = "-" if pd.isna(r.band) else f"x/ {r.band:.3f} ({r.band_from})"
         out.append({"check": f"{r.check}: {r.statement}", "R (per study)": ratio,
                     "measured: median (range over studies or trials)": measured,
-                    "seconds per fresh example, over no echoing's": pace,
+                    "seconds per fresh example, over no echoing's": pace, "timing band (pairs from)": band,
                     "verdict": r.verdict, "why": r.reason, "evidence": r.link})
     said = [f"{r.check}: {r.caution}." for r in rows.itertuples() if isinstance(r.caution, str) and r.caution]
     cautions = f"Cautions, which change no verdict. {' '.join(said)}\n\n" if said else ""

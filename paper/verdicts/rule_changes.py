@@ -37,6 +37,9 @@ RECORDED = [
       ("C4", "transformer_pydocs", "batch e=8/4", "not reproduced", "ours: no saving")]),
     ("2026-12-07", "20,000 bootstrap resamples, not 2,000 (an interval end moved by up to 0.07 with the seed)",
      "every committed sweep", [("-", "-", "-", "-", "-")]),
+    ("2026-12-07", "a timing belongs to its store; a check's band from compute-bound pairs outside its own runs",
+     "A1-A7's rows and C3's",
+     [("A5", "transformer_pydocs", "autopilot vs the fastest fixed factor and no echoing", "met", "inconclusive")]),
 ]
 CENSORED_CHANGE = ("reached counts read as censored between the evaluation before and the one that saw the target",
                    "five rows re-read by an audit; no run of the sweeps begun that day")

@@ -78,6 +78,8 @@ def measure(results: Path, successors: Optional[dict[str, str]] = None) -> pd.Da
               for csv in sorted(results.glob("*/*/trials.csv"))]
     rows = pd.concat([f for f in frames if not f.empty] or [pd.DataFrame(columns=[*COLUMNS, RATIOS])],
                      ignore_index=True)
+    if rows.empty:  # an empty frame's row-wise join is a frame, not a column
+        return rows
     same = rows[tables.CONDITION].astype(str).agg("|".join, axis=1) + "|" + rows[RATIOS].astype(str)
     first = ~same.duplicated()
     rows.loc[first, "also_in"] = [", ".join(rows.loc[(same == key) & ~first, "folder"]) for key in same[first]]

@@ -12,7 +12,7 @@ from paper.worth import worth_estimates
 MEASURED = pd.DataFrame([
     {"folder": "placements_e2_fine_cpu/fashion_mnist", "workload": "fashion_mnist", "placement": "after_batching",
      "echo_factor": 2.0, "batch_size": 64, "worth": 0.02, "worth_min": -0.07, "worth_max": 0.12},
-    {"folder": "lm_echo_factor_sweep_cpu/transformer_pydocs", "workload": "transformer_pydocs",
+    {"folder": "lm_fine_cpu/transformer_pydocs", "workload": "transformer_pydocs",
      "placement": "before_batching", "echo_factor": 2.0, "batch_size": 32, "worth": 0.9, "worth_min": 0.6,
      "worth_max": 1.1},
     {"folder": "autopilot_cpu/fashion_mnist", "workload": "fashion_mnist", "placement": "after_batching",
