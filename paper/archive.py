@@ -83,6 +83,10 @@ def _left_out(job: Path) -> Optional[str]:
     links = [name for name in RUN_FILES if (job / name).is_symlink()]
     if links:
         return f"{', '.join(links)} {'is a link' if len(links) == 1 else 'are links'}, not files a run writes"
+    unreadable = [name for name in RUN_FILES if _regular(job / name) and not os.access(job / name, os.R_OK)]
+    if unreadable:  # a permission, not damage: the files may be fine
+        return (f"{', '.join(unreadable)} cannot be read by this user (permission): give it read access and archive "
+                "again")
     try:
         record = RunRecord.read(job / SUMMARY)
     except RecordError as e:
@@ -122,7 +126,10 @@ def restore(sweep: Path, results: Path) -> str:
         job = sweep / run.relative_to(source)
         if link := _linked(job, sweep):  # restoring there would write into the folder it points to
             refused.append(f"  {job} (its path goes through the link {link})")
-        elif _regular(run / SUMMARY) and not (os.path.lexists(job / SUMMARY) or os.path.lexists(job / CHECKPOINTS)):
+        elif not (os.path.lexists(job / SUMMARY) or os.path.lexists(job / CHECKPOINTS)):
+            if reason := _left_out(run):  # a committed record that cannot be read is no complete job
+                refused.append(f"  {run} ({reason})")
+                continue
             _copy(run, job)
             restored += 1
     if not (os.path.lexists(sweep / TIMED / STORE) or _linked(sweep / TIMED / STORE, sweep)):

@@ -183,6 +183,23 @@ def test_a_yaml_alias_bomb_in_a_users_config_tree_is_refused_in_one_line_before_
                     "not, since a few lines of them expand to gigabytes while composing; write the values out")
 
 
+@pytest.mark.parametrize("text, said", [
+    ("name: mine\nbatch_size: !!python/object:os.system 1\n",
+     "uses the YAML tag !!python/object:os.system (line 2): a user's config tree may not, OmegaConf reads plain "
+     "values only; write the value without it"),
+    ("name: mine\noptions:\n  width: 3\n  width: 4\n",
+     "uses the key 'width' a second time in one mapping (line 4): a user's config tree may not, write each key once"),
+])
+def test_a_yaml_tag_or_a_key_written_twice_in_a_users_config_tree_is_one_line_naming_the_file(tmp_path, text, said):
+    """Each was a traceback of 84-94 lines from OmegaConf's loader."""
+    from echo_experiments.cli.plan import check_command_line
+
+    (tmp_path / "workload").mkdir()
+    (tmp_path / "workload" / "mine.yaml").write_text(text)
+    line = check_command_line([f"hydra.searchpath=[file://{tmp_path}]", "workload=mine"])
+    assert line == f"{tmp_path / 'workload' / 'mine.yaml'} {said}"
+
+
 @pytest.mark.parametrize("source, line", [
     ("def broken(:\n", "importing userbad raised SyntaxError at {path}:1: invalid syntax"),
     ("import sys\nsys.exit(7)\n", "importing userbad raised SystemExit at {path}:2: 7"),

@@ -110,3 +110,27 @@ def test_a_coordinator_that_does_not_resolve_is_one_line_at_once(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith(
         "error: trainer.coordinator_address=no-such-host.invalid:1234: no-such-host.invalid does not resolve (")
     assert time.time() - began < 50  # at once, not after the 60 s timeout and an abort
+
+
+def test_a_coordinator_that_never_starts_is_one_line_and_exit_4_within_the_timeout(tmp_path):
+    """Process 1 alone: JAX waited its whole timeout and aborted with a native stack (exit 134). A watchdog ends
+    the process first, with the lost peer's status."""
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *COMMON, "trainer.process_id=1",
+                           "trainer.distributed_timeout_s=3", f"trainer.coordinator_address=localhost:{free_port()}",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: the processes of this run did not all meet within trainer.distributed_timeout_s=3 s (coordinator "
+        "localhost:")
+
+
+def test_distributed_without_a_coordinator_given_or_found_is_one_line(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "TPU_", "MEGASCALE_"))}
+    proc = subprocess.run([sys.executable, "-m", "echo_experiments", *FAST, "trainer.distributed=true",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: trainer.distributed=true: ") and line.endswith(
+        "give trainer.coordinator_address, trainer.num_processes and trainer.process_id, or start the processes "
+        "under SLURM, Open MPI or on a TPU slice")

@@ -21,6 +21,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException, Ove
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from echo_experiments.cli import log_config
 from echo_experiments.core import schema
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.workloads import registry
@@ -74,11 +75,16 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
     # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
     refuse_aliases(user_trees(parsed))
+    logs = log_config.overridden([o.get_key_element() for o in parsed if o.is_hydra_override()])
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
             overrides = [o.input_line for o in app] + hydra_args
-            if counts is not None:
-                counts.run_dir = str(OmegaConf.select(_compose(config_name, overrides, hydra=True), "hydra.run.dir"))
+            if counts is not None or logs:
+                with_hydra = _compose(config_name, overrides, hydra=True)
+                if logs:
+                    log_config.check_log_config(with_hydra)
+                if counts is not None:
+                    counts.run_dir = str(OmegaConf.select(with_hydra, "hydra.run.dir"))
             yield _compose(config_name, overrides)
             return
         sweeps = {o.get_key_element(): list(o.sweep_string_iterator()) for o in app if o.is_sweep_override()}
@@ -87,6 +93,8 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
         # Sweeps declared in a preset (hydra.sweeper.params), unless the command line sweeps or sets the same
         # key (Hydra's sweeper lets the command line win: `tuning.study=0` runs study 0 alone).
         first = _compose(config_name, fixed + [f"{k}={v[0]}" for k, v in sweeps.items()] + hydra_args, hydra=True)
+        if logs:
+            log_config.check_log_config(first)
         params = OmegaConf.select(first, "hydra.sweeper.params") or {}
         for key, spec in params.items():
             if key not in sweeps and key not in fixed_keys:
@@ -126,22 +134,50 @@ def user_trees(parsed: list) -> list[Path]:
 
 
 def refuse_aliases(folders: list[Path]) -> None:
-    """A user's config tree without YAML anchors or aliases: a few lines of them expand to gigabytes while
-    composing, with no output (a run reached 7.5 GB in 11 minutes). Read as tokens, nothing expanded; ConfigError
+    """A user's config tree that OmegaConf can read safely: no YAML anchors or aliases (a few lines of them expand
+    to gigabytes while composing, with no output: a run reached 7.5 GB in 11 minutes), no tags and no key twice in
+    one mapping (each a traceback of OmegaConf's loader). Read as tokens and nodes, nothing expanded; ConfigError
     naming the file and line."""
     files = [p for folder in folders if folder.is_dir() for p in sorted(folder.rglob("*.yaml"))][:TREE_FILES]
     for path in files:
         try:
             text = path.read_bytes()[:TREE_BYTES].decode("utf-8", errors="replace")
             tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
-        except yaml.YAMLError:
+        except (OSError, yaml.YAMLError):
             continue  # composing says what is wrong with it, in one line
         for token in tokens:
             if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
-                raise ConfigError("hydra.searchpath", str(path), "", (
-                    f"{path} uses a YAML {'anchor' if isinstance(token, yaml.AnchorToken) else 'alias'} (line "
-                    f"{token.start_mark.line + 1}): a user's config tree may not, since a few lines of them expand to "
-                    "gigabytes while composing; write the values out"))
+                _refuse_yaml(path, token, f"a YAML {'anchor' if isinstance(token, yaml.AnchorToken) else 'alias'}",
+                             "since a few lines of them expand to gigabytes while composing; write the values out")
+            if isinstance(token, yaml.TagToken):
+                _refuse_yaml(path, token, f"the YAML tag {token.value[0]}{token.value[1]}",
+                             "OmegaConf reads plain values only; write the value without it")
+        try:
+            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        except yaml.YAMLError:
+            continue
+        for node in nodes:
+            _refuse_repeated_keys(path, node)
+
+
+def _refuse_repeated_keys(path: Path, node) -> None:
+    """The first key written twice in one mapping of ``node``'s tree (OmegaConf refuses it with a traceback)."""
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value in seen:
+                _refuse_yaml(path, key, f"the key {key.value!r} a second time in one mapping",
+                             "write each key once")
+            seen.add(getattr(key, "value", None) if isinstance(key, yaml.ScalarNode) else id(key))
+            _refuse_repeated_keys(path, value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_repeated_keys(path, item)
+
+
+def _refuse_yaml(path: Path, where, what: str, why: str) -> None:
+    raise ConfigError("hydra.searchpath", str(path), "", (
+        f"{path} uses {what} (line {where.start_mark.line + 1}): a user's config tree may not, {why}"))
 
 
 def _refuse_added_key(override) -> None:

@@ -164,10 +164,11 @@ class RunDir:
         for name in (CHECKPOINTS, TB):
             shutil.rmtree(self.path / name, ignore_errors=True)
 
-    def _own_events(self) -> None:
+    def _own_names(self) -> None:
         """The run writes its TensorBoard events into tb/ and removes only its own earlier ones there: a tb/ where no
-        run of this program wrote its config.yaml is someone else's, and a tb/ that is a link leads elsewhere;
-        ConfigError for either, before anything is written."""
+        run of this program wrote its config.yaml is someone else's, and a tb/ that is a link leads elsewhere. And
+        each of the run's names is of its kind (a metrics.jsonl that is a folder, a checkpoints that is a file, each
+        a traceback once). ConfigError for any, before anything is written."""
         events = self.path / TB
         if events.is_symlink():
             raise ConfigError("hydra.run.dir", str(self.path), "", (
@@ -177,6 +178,13 @@ class RunDir:
             raise ConfigError("hydra.run.dir", str(self.path), "", (
                 f"{self.path} holds {TB}/ but no {CONFIG}: no run of this program was there, so a run writes nothing "
                 "over it; choose another hydra.run.dir"))
+        for name, folder in ((CONFIG, False), (METRICS, False), (SUMMARY, False), (CHECKPOINTS, True), (TB, True)):
+            path = self.path / name
+            if os.path.lexists(path) and (path.is_symlink() or path.is_dir() != folder):
+                kind = "a link" if path.is_symlink() else "a folder" if path.is_dir() else "not a folder"
+                raise ConfigError("hydra.run.dir", str(self.path), "", (
+                    f"{path} is {kind}, where a run keeps its {'folder' if folder else 'file'} {name}: nothing of it "
+                    "is read or written; move it away or choose another hydra.run.dir"))
 
     def start(self, cfg: DictConfig) -> None:
         """Begin (or begin again) a run: write its config; rows of an interrupted attempt are dropped."""
@@ -248,7 +256,7 @@ class RunDir:
         """Decide what starting ``cfg`` here means: the record of a complete run (nothing to do), or None (train,
         resuming from a checkpoint if there is one). A failed attempt is no outcome: it resumes. ConfigError
         when the directory holds a run of another config. ``writer``: this process writes the directory."""
-        self._own_events()
+        self._own_names()
         if cfg.trainer.restart and writer:
             self.clear()
             has_checkpoint = False

@@ -10,6 +10,8 @@ the fresh-example counts are summed across processes.
 import logging
 import os
 import socket
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -72,6 +74,8 @@ class Parallel:
 
 log = logging.getLogger(__name__)
 _initialized = False
+# JAX's own start-up timeout runs this much longer than the watchdog's, so the watchdog's line comes first.
+WATCHDOG_LEAD_S = 30
 
 
 def _check_resolves(address: Optional[str]) -> None:
@@ -88,6 +92,35 @@ def _check_resolves(address: Optional[str]) -> None:
             "address")) from None
 
 
+def _initialize_within(spec: ParallelSpec) -> None:
+    """jax.distributed.initialize, bounded by trainer.distributed_timeout_s. Where its peers or its coordinator
+    never answer, JAX aborts the process with a native stack (exit 134) after its own timeout, which Python cannot
+    catch: a watchdog ends the process first, with one line and the lost peer's exit status (4). Without a
+    coordinator given or found (SLURM, Open MPI, a TPU slice), JAX's ValueError becomes the line naming the key."""
+    started = threading.Event()
+
+    def watchdog() -> None:
+        if not started.wait(spec.timeout_s):
+            print(f"error: the processes of this run did not all meet within trainer.distributed_timeout_s="
+                  f"{spec.timeout_s} s (coordinator {spec.coordinator_address or 'found from the environment'}): "
+                  "start every process with the same trainer.coordinator_address and trainer.num_processes, process "
+                  "0 first", file=sys.stderr, flush=True)
+            os._exit(4)
+
+    threading.Thread(target=watchdog, name="distributed-start", daemon=True).start()
+    try:
+        jax.distributed.initialize(spec.coordinator_address, spec.num_processes, spec.process_id,
+                                   initialization_timeout=spec.timeout_s + WATCHDOG_LEAD_S,
+                                   heartbeat_timeout_seconds=spec.timeout_s, coordinator_bind_address=spec.bind_address)
+    except ValueError as e:  # nothing to start from: no coordinator given, none in the environment
+        said = str(e).strip().splitlines()[0].rstrip(".")
+        raise ConfigError("trainer.coordinator_address", None, "", (
+            f"trainer.distributed=true: {said}: give trainer.coordinator_address, trainer.num_processes and "
+            "trainer.process_id, or start the processes under SLURM, Open MPI or on a TPU slice")) from None
+    finally:
+        started.set()
+
+
 def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
     """The mesh a run trains on; initialises the multi-process runtime first when asked to."""
     global _initialized
@@ -95,13 +128,10 @@ def setup(spec: ParallelSpec, batch_size: int) -> Parallel:
         _check_resolves(spec.coordinator_address)
         # CPU devices of several processes exchange arrays through gloo (TCP); GPUs and TPUs ignore this.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        timeout = spec.timeout_s
         if spec.process_id in (0, None):
             log.info("the coordinator listens on %s, unauthenticated (trainer.coordinator_bind_address)",
                      spec.bind_address or "every interface, as JAX chooses")
-        jax.distributed.initialize(spec.coordinator_address, spec.num_processes, spec.process_id,
-                                   initialization_timeout=timeout, heartbeat_timeout_seconds=timeout,
-                                   coordinator_bind_address=spec.bind_address)
+        _initialize_within(spec)
         _initialized = True
     try:
         devices = jax.devices() if spec.data_parallel else jax.local_devices()[:1]

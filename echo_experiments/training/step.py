@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.user_code import HOOKS_DOC
 from echo_experiments.training import optim
 
 
@@ -31,6 +33,26 @@ def _cast(tree: Any, dtype: Any) -> Any:
     return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
+def _loss(workload: Any, params: Any, model_state: Any, batch: dict[str, jax.Array], rng: jax.Array):
+    """``workload.loss`` with what it returns checked as it is traced (shapes and types are known then): a
+    vector or an integer loss would otherwise fail deep inside jax.grad, far from the hook that made it."""
+    out = workload.loss(params, model_state, batch, rng)
+    got = "an array, not a pair" if hasattr(out, "shape") else f"a {type(out).__name__}, not a pair"
+    if isinstance(out, tuple) and len(out) == 2:
+        try:
+            dtype, shape = jnp.result_type(out[0]), jnp.shape(out[0])
+        except TypeError:
+            got = f"a {type(out[0]).__name__} as its loss"
+        else:
+            if shape == () and jnp.issubdtype(dtype, jnp.floating):
+                return out
+            got = f"a loss of dtype {dtype} and shape {shape}"
+    name = f"{type(workload).__name__}.loss"
+    raise ConfigError("workload.task", name, "", (
+        f"{name} returns {got}: it returns (the batch's mean loss, a float scalar; the new model_state); "
+        f"see {HOOKS_DOC}"))
+
+
 def learning_rates(schedule: optim.Schedule, sharding: Any = None):
     """The schedule compiled on its own: ``position -> learning rate`` (float32), the rate the step takes."""
     return jax.jit(lambda position: jnp.asarray(schedule(position), jnp.float32), out_shardings=sharding)
@@ -43,7 +65,7 @@ def _update(workload: Any, tx: optax.GradientTransformation, compute_dtype: Any)
         rng = jax.random.fold_in(state.rng, state.step)
 
         def loss_fn(params):
-            return workload.loss(_cast(params, compute_dtype), state.model_state, batch, rng)
+            return _loss(workload, _cast(params, compute_dtype), state.model_state, batch, rng)
 
         (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         model_state = jax.tree.map(lambda new, old: new.astype(old.dtype), model_state, state.model_state)
@@ -85,8 +107,8 @@ def make_probed_step(workload: Any, tx: optax.GradientTransformation, compute_dt
 
     def probed_step(state: TrainState, batch: dict[str, jax.Array], learning_rate: jax.Array, held_out: Any,
                     held_out_batch: dict[str, jax.Array]):
-        held_out_loss = workload.loss(_cast(state.params, compute_dtype), state.model_state, held_out_batch,
-                                      state.rng)[0]
+        held_out_loss = _loss(workload, _cast(state.params, compute_dtype), state.model_state, held_out_batch,
+                              state.rng)[0]
         state, loss, grads = update(state, batch, learning_rate)
         return state, loss, (_dot(grads, held_out), _dot(grads, grads), held_out_loss)
 
@@ -99,7 +121,7 @@ def make_held_out_gradient(workload: Any, compute_dtype: Any = jnp.float32):
 
     def held_out_gradient(params: Any, model_state: Any, batch: dict[str, jax.Array], rng: jax.Array):
         def loss_fn(params):
-            return workload.loss(_cast(params, compute_dtype), model_state, batch, rng)[0]
+            return _loss(workload, _cast(params, compute_dtype), model_state, batch, rng)[0]
         return jax.grad(loss_fn)(params)
 
     return held_out_gradient

@@ -112,3 +112,22 @@ def test_the_store_the_timed_runs_were_timed_on_travels_with_them(tmp_path):
     fresh = tmp_path / "elsewhere" / "preset" / "wl"
     restore(fresh, tmp_path / "results")
     assert json.loads((fresh / "timed" / "store.json").read_text()) == ["storage=emulated"]
+
+
+def test_archive_leaves_out_a_run_it_may_not_read_and_restore_a_committed_record_that_is_not_one(tmp_path,
+                                                                                                 monkeypatch):
+    """An unreadable config.yaml was a PermissionError traceback in archive; a committed summary.json of random
+    bytes was restored as a complete job (its sweep would then skip the job for ever)."""
+    sweep, results = tmp_path / "multirun" / "preset" / "wl", tmp_path / "results"
+    write_run(sweep / "a")
+    write_run(sweep / "b")
+    real = __import__("os").access  # the suite runs as root, which reads any file: the refusal is the one to fake
+    monkeypatch.setattr("paper.archive.os.access", lambda path, mode: real(path, mode) and "/a/" not in str(path))
+    said = archive(sweep, results).splitlines()
+    assert said == [f"1 complete runs -> {results / 'preset' / 'wl' / 'runs'}", "1 runs left out:",
+                    "  a (config.yaml, metrics.jsonl, summary.json cannot be read by this user (permission): give it "
+                    "read access and archive again)"]
+    (results / "preset" / "wl" / "runs" / "b" / "summary.json").write_bytes(bytes(range(256)))
+    fresh = tmp_path / "again" / "preset" / "wl"
+    said = restore(fresh, results)
+    assert said.splitlines()[0] == f"0 committed runs -> {fresh}" and not (fresh / "b").exists()

@@ -138,3 +138,24 @@ def test_a_tb_folder_the_run_did_not_write_is_refused_and_a_linked_one_is_not_fo
     RunDir(own).start(cfg)
     (own / "tb").mkdir()
     assert RunDir(own).begin(cfg, False) is None  # a run's own tb/ beside its config: resumed as before
+
+
+@pytest.mark.parametrize("name, made, kind", [
+    ("metrics.jsonl", "folder", "a folder, where a run keeps its file metrics.jsonl"),
+    ("summary.json", "folder", "a folder, where a run keeps its file summary.json"),
+    ("checkpoints", "file", "not a folder, where a run keeps its folder checkpoints"),
+    ("metrics.jsonl", "link", "a link, where a run keeps its file metrics.jsonl"),
+])
+def test_a_runs_name_of_the_wrong_kind_is_one_line_and_left_as_it_was(tmp_path, name, made, kind):
+    """A metrics.jsonl that was a folder, or a checkpoints that was a file, was a traceback as the run wrote."""
+    cfg = compose_config("workload=synthetic")
+    RunDir(tmp_path).start(cfg)
+    path = tmp_path / name
+    path.unlink(missing_ok=True)
+    {"folder": path.mkdir, "file": lambda: path.write_text("mine"),
+     "link": lambda: path.symlink_to(tmp_path / "config.yaml")}[made]()
+    with pytest.raises(ConfigError) as raised:
+        RunDir(tmp_path).begin(cfg, False)
+    assert str(raised.value) == (f"{path} is {kind}: nothing of it is read or written; move it away or choose "
+                                 "another hydra.run.dir")
+    assert path.is_symlink() if made == "link" else path.is_dir() == (made == "folder")

@@ -2,13 +2,15 @@
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
 from conftest import compose_config
 
+from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.specs import RunSpec
 from echo_experiments.data.sources import data_dir
 from echo_experiments.training import optim
-from echo_experiments.training.step import initial_state, learning_rates, make_train_step
+from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_train_step
 from echo_experiments.workloads import make
 
 
@@ -44,3 +46,30 @@ def test_a_run_without_momentum_or_weight_decay_has_neither_in_its_step():
     text, hyperparams, _ = step_of("optimizer.momentum=0", "optimizer.weight_decay=0")
     assert set(hyperparams) == {"learning_rate"}
     assert text != step_of("optimizer.momentum=0.9", "optimizer.weight_decay=0")[0]
+
+
+class _Returns:
+    """A workload whose loss hook returns ``value`` (its model state empty)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def loss(self, params, model_state, batch, rng):
+        return self.value(params["w"] * batch["x"])
+
+
+@pytest.mark.parametrize("value, got", [
+    (lambda v: (v, {}), "a loss of dtype float32 and shape (4,)"),
+    (lambda v: (v.sum().astype(jnp.int32), {}), "a loss of dtype int32 and shape ()"),
+    (lambda v: v.mean(), "an array, not a pair"),
+    (lambda v: [v.mean(), {}], "a list, not a pair"),
+])
+def test_a_loss_hook_that_returns_no_float_scalar_is_one_line_naming_the_hook(value, got):
+    """A vector or an integer loss failed deep inside jax.grad (33 lines); it is checked as the step is traced."""
+    tx, params = optax.sgd(0.1), {"w": jnp.ones(4)}
+    start = TrainState(jnp.zeros((), jnp.int32), params, {}, tx.init(params), jax.random.PRNGKey(0))
+    with pytest.raises(ConfigError) as raised:
+        jax.jit(make_train_step(_Returns(value), tx)).lower(start, {"x": jnp.ones(4)}, jnp.float32(0.1))
+    assert str(raised.value) == (
+        f"_Returns.loss returns {got}: it returns (the batch's mean loss, a float scalar; the new model_state); "
+        "see docs/your-model.md#what-each-hook-receives")
