@@ -29,27 +29,30 @@ CONDITIONS = [("no echoing", ["--factor", "1"]), ("e = 2", ["--factor", "2"]), (
               ("echo on stall, cap 4", ["--auto", "4"])]
 
 
-def profile(read_us: float, batch: int = 128) -> float:
+def profile(read_us: float, workers: int, hidden: int, batch: int = 128) -> float:
     """R of the example's pipeline without echoing at ``read_us`` per record against its step (measure_loader)."""
     import jax
     import jax.numpy as jnp
     import optax
 
-    model, tx = grain_fashion.MLP(), optax.inject_hyperparams(optax.sgd)(learning_rate=0.05, momentum=0.9)
+    model, tx = grain_fashion.MLP(hidden), optax.inject_hyperparams(optax.sgd)(learning_rate=0.05, momentum=0.9)
     params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 28, 28)))["params"]
     state = {"params": params, "opt_state": tx.init(params)}
     train_step, _ = grain_fashion.make_steps(model, tx)
     batches = ({k: v for k, v in b.items() if k != "read_id"}
-               for b in grain_fashion.batches(1.0, batch, 0, read_us / 1e6))
+               for b in grain_fashion.batches(1.0, batch, 0, read_us / 1e6, workers=workers))
     timing, _ = measure_loader(batches, lambda b: train_step(state, b, np.float32(0.05))[1], n=20, show=None)
     return timing.ratio
 
 
-def calibrate(target_r: float) -> tuple[float, float]:
-    """The per-record read time that makes R about ``target_r`` (R grows linearly with it), and the R measured."""
-    base, probe = profile(0.0), profile(200.0)
-    read_us = max(0.0, 200.0 * (target_r - base) / max(probe - base, 1e-9))
-    return read_us, profile(read_us)
+def calibrate(target_r: float, workers: int, hidden: int, low: float = 4000.0, high: float = 12000.0
+              ) -> tuple[float, float]:
+    """The per-record read time that makes R about ``target_r``, from the line through two probes (Grain reads
+    records on several threads, so below a few ms a record's read hides behind the pipeline's other work and R
+    does not grow with it; above, it grows about linearly), and the R measured there."""
+    r_low, r_high = profile(low, workers, hidden), profile(high, workers, hidden)
+    read_us = max(0.0, low + (high - low) * (target_r - r_low) / max(r_high - r_low, 1e-9))
+    return read_us, profile(read_us, workers, hidden)
 
 
 def seconds_to(rows: list[dict], accuracy: float) -> float:
@@ -57,11 +60,13 @@ def seconds_to(rows: list[dict], accuracy: float) -> float:
     return next((r["train_s"] for r in rows if r["accuracy"] >= accuracy), float("inf"))
 
 
-def one_run(extra: list[str], seed: int, read_us: float, fresh: int, accuracy: float) -> dict:
+def one_run(extra: list[str], seed: int, read_us: float, fresh: int, accuracy: float, workers: int,
+            hidden: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = grain_fashion.parse(["--out", out, "--seed", str(seed), "--read-us", f"{read_us:.1f}",
                                     "--fresh-examples", str(fresh), "--eval-every", "3000",
-                                    "--checkpoint-every", str(10**9), *extra])
+                                    "--checkpoint-every", str(10**9), "--workers", str(workers),
+                                    "--hidden", str(hidden), *extra])
         grain_fashion.train(args)
         rows = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
     reached = next((r for r in rows if r["accuracy"] >= accuracy), rows[-1])
@@ -94,18 +99,22 @@ def main(argv=None) -> int:
     p.add_argument("--r", type=float, default=6.0, help="the R the slow source is made for")
     p.add_argument("--accuracy", type=float, default=0.80, help="the stated test accuracy")
     p.add_argument("--fresh-examples", type=int, default=60_000)
+    p.add_argument("--workers", type=int, default=1, help="processes that run the pipeline (0: the loop's thread)")
+    p.add_argument("--hidden", type=int, default=4096,
+                   help="the MLP's width: a step slow enough that R starts below --r")
     args = p.parse_args(argv)
-    read_us, r = calibrate(args.r)
+    read_us, r = calibrate(args.r, args.workers, args.hidden)
     rows = []
     for name, extra in CONDITIONS:
         for seed in range(args.seeds):
-            result = one_run(extra, seed, read_us, args.fresh_examples, args.accuracy)
+            result = one_run(extra, seed, read_us, args.fresh_examples, args.accuracy, args.workers, args.hidden)
             rows.append({"condition": name, "seed": seed, **result})
             print(name, seed, result, flush=True)
     bare, capped, auto = overhead()
     given = " ".join(sys.argv[1:] if argv is None else argv)
     lines = [f"Measured with `python examples/echo_on_stall_table.py {given}`"
-             f" on {describe()['cpu']}, {describe()['cores']} cores, nothing else running: each record's read made to"
+             f" on {describe()['cpu']}, {describe()['cores']} cores, nothing else running; the MLP {args.hidden} wide,"
+             f" the pipeline in {args.workers} worker process(es) (Grain's mp_prefetch); each record's read made to"
              f" take {read_us:.0f} us, R = {r:.1f} (the example's pipeline without echoing against its step,"
              f" measure_loader). Seconds of training to test accuracy {args.accuracy:g} (evaluations every 3,000 fresh"
              f" examples, within {args.fresh_examples:,}); every run reads through EchoOnStall, the fixed factors at a"

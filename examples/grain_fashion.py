@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+from absl import flags
 
 from echo_experiments.autopilot import EchoOnStall
 from echo_experiments.data.offline import FASHION_MNIST_DIR, read_idx
@@ -72,27 +73,43 @@ def augment(example: dict, rng: np.random.Generator) -> dict:
     return {**example, "image": image[:, ::-1] if rng.random() < 0.5 else image}
 
 
-def batches(factor: float, batch_size: int, seed: int, read_s: float = 0.0, auto: bool = False) -> grain.IterDataset:
+def batches(factor: float, batch_size: int, seed: int, read_s: float = 0.0, auto: bool = False,
+            workers: int = 0) -> grain.IterDataset:
     """The training stream: batches of ``batch_size`` examples, each fresh one echoed ``factor`` times; with
-    ``auto``, neither echoed nor augmented (the loop's autopilot copies, and the loop augments: augment_batch)."""
+    ``auto``, neither echoed nor augmented (the loop's autopilot copies, and the loop augments: augment_batch).
+    ``workers`` > 0: the pipeline runs in that many processes of its own (Grain's mp_prefetch), as a loader that
+    must not hold the training loop's GIL does; 0: on the loop's reading thread."""
     ds = grain.MapDataset.source(Records("train", read_s)).shuffle(seed=seed).repeat()
     ds = with_read_ids(ds).map(upstream)  # read ids after repeat: a second epoch's reads are fresh again
     if auto:
-        return ds.to_iter_dataset().batch(batch_size, drop_remainder=True)
-    ds = echo(ds, factor, seed=seed, window=window_size(factor, batch_size))
-    return ds.random_map(augment, seed=seed + 1).batch(batch_size, drop_remainder=True)
+        out = ds.to_iter_dataset().batch(batch_size, drop_remainder=True)
+    else:
+        ds = echo(ds, factor, seed=seed, window=window_size(factor, batch_size))
+        out = ds.random_map(augment, seed=seed + 1).batch(batch_size, drop_remainder=True)
+    if not workers:
+        return out
+    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags, which a script without absl.app never parses
+        flags.FLAGS.mark_as_parsed()
+    return out.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
 
 
 def augment_batch(batch: dict, rng: np.random.Generator) -> dict:
     """``augment`` for every example of a batch, in the loop (with --auto: a copy is augmented anew)."""
-    images = np.stack([augment({"image": image}, rng)["image"] for image in batch["image"]])
-    return {**batch, "image": images}
+    images = np.pad(batch["image"], ((0, 0), (2, 2), (2, 2)))
+    n = len(images)
+    dy, dx = rng.integers(0, 5, size=(2, n))  # one shift and one flip per example, drawn at once
+    rows = dy[:, None] + np.arange(28)
+    cols = dx[:, None] + np.arange(28)
+    cols = np.where(rng.random(n)[:, None] < 0.5, cols[:, ::-1], cols)
+    return {**batch, "image": images[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]}
 
 
 class MLP(nn.Module):
+    hidden: int = 256  # wider: a slower step, so less input-bound (a smaller R)
+
     @nn.compact
     def __call__(self, x):
-        x = nn.relu(nn.Dense(256)(x.reshape((x.shape[0], -1))))
+        x = nn.relu(nn.Dense(self.hidden)(x.reshape((x.shape[0], -1))))
         return nn.Dense(10)(x)
 
 
@@ -172,7 +189,7 @@ def train(args: argparse.Namespace) -> dict:
     """Train until ``args.fresh_examples`` fresh examples have been read; the last evaluation's row."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model, test = MLP(), Records("t10k")
+    model, test = MLP(args.hidden), Records("t10k")
     tx = optax.inject_hyperparams(optax.sgd)(learning_rate=0.0, momentum=0.9)
     params = model.init(jax.random.PRNGKey(args.seed), jnp.zeros((1, 28, 28)))["params"]
     state = {"params": params, "opt_state": tx.init(params)}
@@ -181,7 +198,8 @@ def train(args: argparse.Namespace) -> dict:
     state, input_state, fresh, loop = saved.restore(state) or (
         state, None, FreshCounter(), {"step": 0, "next_eval": args.eval_every, "train_s": 0.0})
     # Every run reads through the autopilot: a fixed factor at a cap of 1 (the same read-ahead, no copy).
-    reading = EchoOnStall(iter(batches(args.factor, args.batch_size, args.seed, args.read_us / 1e6, bool(args.auto))),
+    reading = EchoOnStall(iter(batches(args.factor, args.batch_size, args.seed, args.read_us / 1e6, bool(args.auto),
+                                       args.workers)),
                           max_factor=args.auto or 1.0, copies="examples" if args.auto else "batches", seed=args.seed,
                           name="the Grain pipeline", state=input_state)
     metrics, row, began = Metrics(out, loop["step"]), {}, time.perf_counter()
@@ -225,6 +243,9 @@ def parse(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--auto", type=float, default=None, metavar="CAP",
                    help="echo on stall (EchoOnStall) instead of --factor, no example trained more than CAP times")
     p.add_argument("--read-us", type=float, default=0.0, help="microseconds each record's read takes (a slow store)")
+    p.add_argument("--hidden", type=int, default=256, help="the MLP's hidden width (a wider one steps slower)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes that run the pipeline (Grain's mp_prefetch; 0: the loop's reading thread)")
     p.add_argument("--stop-at-step", type=int, default=None,
                    help="stop at this step without saving, as a killed run would (to try resuming)")
     args = p.parse_args(argv)
@@ -232,8 +253,8 @@ def parse(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error("--factor must be >= 1, and --fresh-examples, --batch-size and --checkpoint-every >= 1")
     if args.auto is not None and not (args.auto >= 1 and args.factor == 2.0 and args.read_us >= 0):
         p.error("--auto CAP takes a cap >= 1 in place of --factor (leave --factor out)")
-    if not args.read_us >= 0:
-        p.error("--read-us must be >= 0")
+    if not args.read_us >= 0 or args.workers < 0 or args.hidden < 1:
+        p.error("--read-us and --workers must be >= 0, --hidden >= 1")
     return args
 
 
