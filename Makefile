@@ -56,9 +56,9 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-# The slow end-to-end tests too.
+# The slow end-to-end tests too: what CI runs (.ci/run).
 test-all: setup
-	$(PY) -m pytest -q -n 3 --dist worksteal -m '' $(ARGS)
+	$(PY) -m pytest -q -n 3 --dist worksteal -m '' --durations=15 $(ARGS)
 
 # Each results/<experiment>/<workload>/runs/ holds the run directories of one sweep; the reporter writes
 # that folder's tables, figures and report.md beside them. The verdicts come last, from all of them.

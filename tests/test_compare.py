@@ -10,6 +10,8 @@ import pytest
 from conftest import FAST
 
 
+# About 48 s: compare's answers are the unit tier's (tests/unit/test_compare_answers.py). `make test-all` runs it.
+@pytest.mark.slow
 def test_compare_profiles_then_runs_both_to_the_target_and_its_table_matches_their_records(tmp_path):
     # Evaluations every 128 fresh examples: the baseline reaches its target in about 18, enough to measure.
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.compare", *FAST, "storage=emulated",

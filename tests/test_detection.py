@@ -145,6 +145,7 @@ def test_example_echo_at_one_and_a_half(workload, placement):
     assert len(copies) == N and set(copies.values()) == {1, 2}
 
 
+@pytest.mark.slow  # about 32 s of SSD training: `make test-all` runs it
 def test_loss_is_finite_and_falls_on_real_data(tmp_path):
     # 60 steps: the loss halves by then (about 14.0 at step 20, 6.9 at step 60 for seed 0).
     summary = run(compose_config("workload=ssd_fashion", "trainer.max_steps=60", "workload.eval_examples=100",

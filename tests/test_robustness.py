@@ -136,6 +136,8 @@ def test_a_run_with_its_stderr_closed_trains_to_its_end(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 4
 
 
+# About 66 s: resuming is in the fast tier's interrupted-run and SIGINT tests. `make test-all` runs it.
+@pytest.mark.slow
 def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeypatch):
     from echo_experiments.workloads.base import Workload
 

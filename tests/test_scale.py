@@ -42,6 +42,7 @@ def cli(run_dir, *args, devices=1, **popen):
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # about 24 s: `make test-all` runs it
 def test_two_devices_give_the_one_device_loss_curve(tmp_path):
     # 20 steps: float sums taken in another order across devices drift apart as training goes on, while a
     # batch statistic computed per device instead of over the global batch would show at once.
@@ -183,6 +184,7 @@ def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopb
     assert metric_rows(tmp_path / "service") == metric_rows(tmp_path / "local")
 
 
+@pytest.mark.slow  # about 25 s: `make test-all` runs it
 def test_bfloat16_compute_keeps_float32_parameters(data_dir):
     cfg = compose_config(*SHORT)
     workload = make(cfg.workload, data_dir)

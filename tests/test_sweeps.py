@@ -32,6 +32,8 @@ def summaries(sweep_dir):
     return {p.parent.name: json.loads(p.read_text()) for p in sweep_dir.glob("*/summary.json")}
 
 
+# About 54 s: the values are the unit tier's (tests/unit/training/test_tuning.py). `make test-all` runs it.
+@pytest.mark.slow
 def test_tuning_study_runs_each_trial_with_its_quasi_random_values(tmp_path):
     proc = subprocess.run(command(tmp_path, "tuning=study", "tuning.studies=2", "tuning.trials=2"),
                           capture_output=True, text=True, timeout=900)
@@ -205,6 +207,7 @@ def test_every_preset_sweeps_only_valid_jobs(preset):
     assert check_command_line(["-m", f"experiment={preset}", "tuning.studies=1", "tuning.trials=1"]) is None
 
 
+@pytest.mark.slow  # about 40 s: `make test-all` runs it
 def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials(tmp_path):
     """One study of three real trials, run with pruning and without: the best trial is the same, the pruned
     trials stopped at or past the best's fresh examples, and the reporter counts them."""

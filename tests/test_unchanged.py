@@ -26,6 +26,7 @@ def reference() -> dict:
     return GOLDEN[cpu]
 
 
+@pytest.mark.slow  # about 31 s: `make test-all` runs it
 def test_the_default_runs_first_evaluations_are_unchanged(tmp_path):
     golden = reference()
     # A step cap stops the run early without touching its schedule (which decays over the fresh-example budget);

@@ -60,6 +60,7 @@ def committed() -> pd.DataFrame:
     return verdicts.measure(ROOT / "results")
 
 
+@pytest.mark.slow  # the committed tree's bootstrap, about 60 s: `make test-all` runs it
 def test_the_committed_claim_table_is_the_one_the_committed_runs_make(committed):
     claims_rows = committed
     table = verdicts.readme_table(claims_rows)
@@ -330,6 +331,7 @@ def test_the_four_audited_rows_read_as_the_written_rules_decide_them(tmp_path):
     assert (r.verdict, r.evaluations) == ("reproduced", 2.0)
 
 
+@pytest.mark.slow  # the committed tree's bootstrap, about 60 s: `make test-all` runs it
 def test_seconds_fall_with_e_is_tested_step_by_step_study_by_study(committed):
     # Re-derived from the committed trials.csv: per study, the best trial (fewest fresh examples to target) of
     # each factor, its seconds from the run of it timed alone; each factor over the one below, study by study.
@@ -379,6 +381,7 @@ def test_the_key_figure_shows_c3s_conditions_and_the_model_the_claim_table_holds
     assert key_figure.write(tmp_path, claims.iloc[:0]) is None and not (tmp_path / key_figure.FILE).exists()
 
 
+@pytest.mark.slow  # the committed tree's bootstrap, about 60 s: `make test-all` runs it
 def test_against_the_papers_number_a_row_reads_where_its_interval_lies_never_reproduced(committed):
     for (lo, hi), verdict in (((3.3, 3.9), "at least"), ((3.15, 3.75), "consistent with"), ((1.1, 2.3), "below")):
         effect = {"ci_low": lo, "ci_high": hi, "n_draws": 5, "resolution": 50.0}
@@ -389,6 +392,7 @@ def test_against_the_papers_number_a_row_reads_where_its_interval_lies_never_rep
     assert "one evaluation later" in verdicts.readme_table(committed)
 
 
+@pytest.mark.slow  # the committed tree's bootstrap, about 60 s: `make test-all` runs it
 def test_a_comparison_the_paper_does_not_make_is_a_finding_of_ours_and_counted_apart(committed):
     mine = committed[committed["verdict"].str.startswith("ours")]
     assert sorted(mine["short"]) == ["batch e=4/2", "batch e=8/4"]
@@ -406,6 +410,7 @@ SEED_SENSITIVE = [("C2", "ssd_placements_e2_fine_cpu/ssd_fashion", "before aug./
                   ("C4", "lm_fine_cpu/transformer_pydocs", "batch e=4/2")]
 
 
+@pytest.mark.slow  # about 31 s of bootstraps: `make test-all` runs it
 def test_interval_ends_do_not_move_with_the_bootstraps_seed_on_the_committed_tree(monkeypatch):
     from echo_experiments.report import stats
     from paper.verdicts import evidence
