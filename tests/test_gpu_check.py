@@ -1,8 +1,8 @@
 """scripts/gpu_check.sh's CPU dry run: the commands a GPU runs, made small enough for 2 cores, end to end."""
 
 import os
-import sys
 import subprocess
+import sys
 import time
 from pathlib import Path
 
