@@ -91,6 +91,13 @@ CHECKS = [
           Condition("before_batching", 8.0, label="auto, cap 8", auto=True),
           (BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (2.0, 3.0, 4.0, 5.0))),
           over_baseline=1 / 1.5, shown_before_runs=False),
+    # A2 where copies pay: the language model's example echoing on a store that alternates slow and keeping-up spans;
+    # the fixed factors are lm_fine_cpu's study-best trials timed on it, the autopilot's trials run there alone.
+    Check("A8", "under drift where copies pay, faster than every fixed factor (e = 1, 2, 4, 8)",
+          "autopilot_drift_lm_cpu/transformer_pydocs", "within", 1.0,
+          Condition("before_batching", 8.0, label="auto, cap 8", auto=True),
+          (BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 8.0))),
+          shown_before_runs=False),
     Check("A6", "where copies pay, its copies from the 4 newest batches are worth a fixed factor's shuffled "
           "ones: fresh examples to target below 1.1x e = 2's",
           "autopilot_window_cpu/transformer_pydocs", "window", 1.1,
