@@ -2,7 +2,8 @@
 every claim's comparisons measured on the committed runs, judged by the written rules (claims.py), into
 RESULTS/claims.csv, the README's claim table (between its ``claims:begin`` and ``claims:end`` markers) and one
 table per claim in the details page (between ``<ID>:begin`` and ``<ID>:end``); the autopilot's checks
-(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``);
+(autopilot_checks.py) likewise into RESULTS/autopilot.csv and the README (``autopilot:begin``, ``autopilot:end``),
+with a figure per check of what the autopilot chose (check_figures.py, RESULTS/figures/autopilot_<check>.png);
 the README's findings line from both (``findings:begin``, ``findings:end``); and what a copy was worth in every
 fixed-factor condition (paper/worth/copy_worth.py) into RESULTS/copy_worth.csv, and the copy-worth estimate against
 it with the pilot's choice among its candidates (paper/worth/worth_estimates.py) into RESULTS/copy_worth_estimates.csv
@@ -11,12 +12,13 @@ and RESULTS/copy_worth_choice.csv.
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 from echo_experiments.core.rundir import write_atomic
-from paper.verdicts import autopilot_checks, findings, key_figure, rule_changes
+from paper.verdicts import autopilot_checks, check_figures, findings, key_figure, rule_changes
 from paper.verdicts.claim_tables import (
     claim_tables,
     measure,
@@ -46,6 +48,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     write_atomic(args.results / "rule_changes.csv", changes.to_csv(index=False))
     checks = autopilot_checks.measure(args.results)
     write_atomic(args.results / "autopilot.csv", checks.drop(columns="link").to_csv(index=False))
+    drawn = check_figures.write_all(args.results, checks)
     successors = {c.folder: c.successor.folder for claim in CLAIMS for c in claim.comparisons if c.successor}
     worth = copy_worth.measure(args.results, successors)
     write_atomic(args.results / "copy_worth.csv", copy_worth.written(worth))
@@ -59,7 +62,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.readme:
             write_readme(args.readme, readme_table(claims))
             write_block(args.readme, autopilot_checks.BEGIN, autopilot_checks.END,
-                        autopilot_checks.readme_table(checks))
+                        autopilot_checks.readme_table(checks, {check: os.path.relpath(path, args.readme.parent)
+                                                               for check, path in drawn.items()}))
             write_block(args.readme, findings.BEGIN, findings.END, findings.findings(claims, checks))
         if args.details:
             for claim, text in claim_tables(claims).items():
@@ -72,7 +76,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"{len(claims)} comparisons of {len(CLAIMS)} claims -> {args.results / 'claims.csv'}: {counts}")
     print(f"{len(changes)} rows of rule changes and the verdicts they moved -> {args.results / 'rule_changes.csv'}")
     counts = checks["verdict"].value_counts().to_dict()
-    print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}")
+    print(f"{len(checks)} autopilot checks -> {args.results / 'autopilot.csv'}: {counts}; what the autopilot chose, "
+          f"{len(drawn)} figures -> {args.results / 'figures'}")
     print(f"{len(worth)} fixed-factor conditions -> {args.results / 'copy_worth.csv'}: what a copy was worth; "
           f"R* per workload and placement -> {args.results / 'repeat_decay.csv'}")
     print(f"{len(estimated)} runs with the estimate -> {args.results / 'copy_worth_estimates.csv'} "

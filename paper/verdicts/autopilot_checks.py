@@ -338,9 +338,10 @@ def _window(trials: pd.DataFrame, check: Check) -> dict:
                       f"by at least {MIN_EVALUATIONS} evaluations, or below {check.limit:g} at {RESOLUTION} or more"}
 
 
-def readme_table(rows: pd.DataFrame) -> str:
+def readme_table(rows: pd.DataFrame, drawn: Optional[dict[str, str]] = None) -> str:
     """One row per check: what it promises, the R it ran at, the measured effect with the per-study range, what an
-    echoed step cost the input (pace), the verdict, why; below it, each check's caution."""
+    echoed step cost the input (pace), the verdict, why; below it, each check's figure (``drawn``: check -> its
+    path from the README) and caution."""
     out = []
     for r in rows.itertuples():
         measured = "-" if pd.isna(r.effect) else (
@@ -354,8 +355,11 @@ def readme_table(rows: pd.DataFrame) -> str:
                     "seconds per fresh example, over no echoing's": pace, "timing band (pairs from)": band,
                     "verdict": r.verdict, "why": r.reason, "evidence": r.link})
     said = [f"{r.check}: {r.caution}." for r in rows.itertuples() if isinstance(r.caution, str) and r.caution]
-    cautions = f"Cautions, which change no verdict. {' '.join(said)}\n\n" if said else ""
-    return table(pd.DataFrame(out), {}) + "\n" + cautions + link_targets(rows["link"])
+    shown = [f"[{check}]({path})" for check, path in (drawn or {}).items()]
+    below = ([f"What the autopilot chose as it trained, beside its store: {', '.join(shown)}."] if shown else []) + (
+        [f"Cautions, which change no verdict. {' '.join(said)}"] if said else [])
+    paragraph = " ".join(below) + "\n\n" if below else ""
+    return table(pd.DataFrame(out), {}) + "\n" + paragraph + link_targets(rows["link"])
 
 
 def _ratio(value: float) -> str:
