@@ -17,7 +17,6 @@ import yaml
 from matplotlib.figure import Figure
 
 from echo_experiments.core.rundir import CONFIG, METRICS
-from echo_experiments.data.storage import latency_at
 from echo_experiments.report import figures
 from paper.verdicts import evidence
 
@@ -38,6 +37,8 @@ def latencies(run: Path, fresh: np.ndarray) -> np.ndarray:
     storage): one read a fresh example, as the slow stores here serve them, the reads running the workload's
     shuffle buffer ahead of training (the store sits before the shuffle, which fills first). What the autopilot
     answers is the latency of the reads under way, not of those its fresh examples came from."""
+    from echo_experiments.data.storage import latency_at  # TensorFlow's import: not for the command's --help
+
     config = yaml.safe_load((run / CONFIG).read_text()) or {}
     storage = config.get("storage") or {}
     if storage.get("kind") != "emulated":
