@@ -301,12 +301,15 @@ ConfigStore.instance().store(name="base_config", node=Config)
 
 
 def short_name(name: str, limit: int = 120) -> str:
-    """A directory name from a job's overrides, cut to a length every file system takes (with a hash); a path in
-    a value (workload.dataset=npz:/data/x) is one name, its slashes written as underscores."""
+    """A directory name from a job's overrides, cut to ``limit`` bytes of UTF-8 (with a hash), which every file
+    system takes whatever characters a value holds (60 emoji are 240 bytes); a path in a value
+    (workload.dataset=npz:/data/x) is one name, its slashes written as underscores. Two values that differ only there
+    name one folder, where the second run is refused as another config (rundir.py), never mixed."""
     safe = name.replace("/", "_")
-    if len(safe) <= limit:
+    if len(safe.encode()) <= limit:
         return safe
-    return f"{safe[:limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    kept = safe.encode()[:limit - 13].decode("utf-8", errors="ignore")  # never half a character
+    return f"{kept}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 
 
 def run_name(overrides: str) -> str:

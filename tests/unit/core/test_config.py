@@ -14,6 +14,13 @@ def test_a_long_name_is_cut_with_a_hash_of_the_whole():
     assert short_name("d=a/b" + "c" * 200) != short_name("d=a_b" + "c" * 200)  # the hash is of the name as typed
 
 
+def test_a_name_is_cut_in_bytes_never_in_the_middle_of_a_character():
+    """A cut at 120 characters let 60 emoji make a 372-byte name, which no file system takes."""
+    name = short_name("workload.name=" + "\N{GRINNING FACE}" * 60 + ",echo.factor=2")
+    assert len(name.encode()) <= 120 and name.encode().decode() == name
+    assert short_name("x=" + "\N{GRINNING FACE}" * 26) == "x=" + "\N{GRINNING FACE}" * 26  # 106 bytes: kept whole
+
+
 def test_a_cap_set_beside_a_fixed_factor_is_said_to_be_unread():
     """echo.max_factor was ignored with no word beside a fixed factor; a preset sets it for its autopilot beside
     fixed factors (autopilot_cpu), so it is said, not refused."""
