@@ -84,12 +84,17 @@ def figure(check, trials: pd.DataFrame, runs: Path, input_ratios: tuple[float, f
     return fig
 
 
+def figure_path(results: Path, check_id: str) -> Path:
+    """Where a check's figure is written."""
+    return results / "figures" / f"autopilot_{check_id}.png"
+
+
 def write(results: Path, check, trials: pd.DataFrame, input_ratios: tuple[float, float]) -> Optional[Path]:
     """Draw the check's figure into results/figures/ (None, and no file, where it has none)."""
     fig = figure(check, trials, results / check.folder / "runs", input_ratios)
     if fig is None:
         return None
-    path = results / "figures" / f"autopilot_{check.id}.png"
+    path = figure_path(results, check.id)
     path.parent.mkdir(parents=True, exist_ok=True)
     figures.save(fig, path)
     plt.close(fig)
