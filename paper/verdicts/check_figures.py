@@ -6,7 +6,6 @@ under way at that count of fresh examples (a drifting store's spans, a fixed lat
 with the R its runs profiled in the title. Written to results/figures/autopilot_<check>.png by ``make figures``.
 """
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -16,15 +15,16 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
+from echo_experiments.core.record import metric_rows
 from echo_experiments.core.rundir import CONFIG, METRICS
-from echo_experiments.report import figures
+from echo_experiments.report import figures, tables
 from paper.verdicts import evidence
 
 
 def factors(run: Path) -> pd.DataFrame:
     """A run's examples trained per fresh example between consecutive evaluations (the first from the start),
     at each evaluation's count of fresh examples: columns fresh_examples and factor."""
-    rows = [json.loads(line) for line in (run / METRICS).read_text().splitlines() if line.strip()]
+    rows = list(metric_rows(run / METRICS))
     fresh = np.array([0] + [r["fresh_examples"] for r in rows], dtype=float)
     trained = np.array([0] + [r.get("examples_trained", r["fresh_examples"]) for r in rows], dtype=float)
     gained = np.diff(fresh)
@@ -52,9 +52,10 @@ def best_runs(trials: pd.DataFrame, runs: Path, check) -> list[tuple[str, Path]]
     """Each study's best autopilot trial: (its study, its run folder); a study none of whose trials reached the
     target is left out."""
     chosen = evidence.select(trials, check.candidate)
-    reached = chosen[chosen["status"] == "reached_target"]
-    best = reached.sort_values("fresh_examples_to_target").groupby("study_key", sort=True).head(1)
-    return [(str(r.study), runs / r.path) for r in best.sort_values("study").itertuples()]
+    studies = chosen.drop_duplicates("study_key").set_index("study_key")["study"]
+    bests = tables.study_bests(chosen)
+    bests = bests[bests["reached"]].assign(study=lambda b: b["study_key"].map(studies)).sort_values("study")
+    return [(f"{r.study:g}", runs / r.best_path) for r in bests.itertuples()]
 
 
 def figure(check, trials: pd.DataFrame, runs: Path, input_ratios: tuple[float, float]) -> Optional[Figure]:
