@@ -123,12 +123,13 @@ def measure(results: Path, checks: Optional[list[Check]] = None,
     checks = CHECKS if checks is None else checks
     rows, read = [], results_trials(results, [check.folder for check in checks])
     given = None if bands is None else {cpu: Band(width, ("given",)) for cpu, width in bands.items()}
+    widths = {folder: _folder_widths(trials) for folder, trials in read.items()} if given is None else {}
     for check in checks:
         trials = read[check.folder]
-        # never from the check's own runs: a band measured on them would widen or narrow with what it judges
-        own = given or timing_bands({f: t for f, t in read.items() if f != check.folder})
         if not check.shown_before_runs and (trials is None or evidence.select(trials, check.candidate).empty):
             continue
+        # never from the check's own runs: a band measured on them would widen or narrow with what it judges
+        own = given or _merged({f: w for f, w in widths.items() if f != check.folder})
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
                 "evidence": check.folder}
         if trials is None or trials.empty:
@@ -208,21 +209,33 @@ def timing_bands(sweeps: dict[str, Optional[pd.DataFrame]]) -> dict[str, Band]:
     on the machine and each bound by its own compute (R below 1): a store's emulated waits would set the band by
     their own steadiness, not a training's. Where the input is not the bottleneck the autopilot makes no copy and
     trains as the baseline does, so its sweep holds such pairs. A model with no pair has no band."""
+    return _merged({folder: _folder_widths(trials) for folder, trials in sweeps.items()})
+
+
+def _folder_widths(trials: Optional[pd.DataFrame]) -> dict[str, float]:
+    """timing_bands' widest ratio per CPU model within one sweep folder's runs (a model with no pair left out)."""
+    if trials is None or trials.empty or "store" not in trials:
+        return {}
     same = ["study_key", "trial", "fresh_examples_to_target", "steps_to_target", "effective_echo_factor",
             "best_metric", "store", "cpu"]
-    widest: dict[str, Band] = {}
-    for folder, trials in sweeps.items():
-        if trials is None or trials.empty or "store" not in trials:
-            continue
-        computed = (tables.input_ratios(trials) < 1).fillna(False).astype(bool)
-        timed = trials[tables.alone(trials) & (trials["status"] == "reached_target") & computed].dropna(subset=same)
-        for key, runs in timed.groupby(same):
-            seconds = runs["seconds_to_target"].astype(float)
-            if len(runs) > 1:
-                known = widest.get(key[-1], Band(1.0, ()))
-                widest[key[-1]] = Band(max(known.width, float(seconds.max() / seconds.min())),
-                                       tuple(sorted({*known.folders, folder})))
+    computed = (tables.input_ratios(trials) < 1).fillna(False).astype(bool)
+    timed = trials[tables.alone(trials) & (trials["status"] == "reached_target") & computed].dropna(subset=same)
+    widest: dict[str, float] = {}
+    for key, runs in timed.groupby(same):
+        seconds = runs["seconds_to_target"].astype(float)
+        if len(runs) > 1:
+            widest[key[-1]] = max(widest.get(key[-1], 1.0), float(seconds.max() / seconds.min()))
     return widest
+
+
+def _merged(widths: dict[str, dict[str, float]]) -> dict[str, Band]:
+    """Per CPU model, the widest of the folders' widths, with the folders that measured one."""
+    bands: dict[str, Band] = {}
+    for folder, per_cpu in widths.items():
+        for cpu, width in per_cpu.items():
+            known = bands.get(cpu, Band(1.0, ()))
+            bands[cpu] = Band(max(known.width, width), tuple(sorted({*known.folders, folder})))
+    return bands
 
 
 def cross_fitted(by_reference: dict[str, pd.Series]) -> tuple[pd.Series, list[str]]:
