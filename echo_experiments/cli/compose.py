@@ -74,7 +74,7 @@ def compose_all(overrides: list[str], multirun: bool, config_name: str = "config
             raise ConfigError(o.get_key_element(), o.value(), field.metadata["allowed"])
     # hydra.searchpath among them finds a user's own config tree (their workloads and presets beside ours).
     hydra_args = [o.input_line for o in parsed if o.is_hydra_override()]
-    refuse_aliases(user_trees(parsed))
+    refuse_unsafe_yaml(user_trees(parsed))
     logs = log_config.overridden([o.get_key_element() for o in parsed if o.is_hydra_override()])
     with initialize_config_module(version_base="1.3", config_module=CONFIG_MODULE):
         if not multirun:
@@ -133,7 +133,7 @@ def user_trees(parsed: list) -> list[Path]:
     return found
 
 
-def refuse_aliases(folders: list[Path]) -> None:
+def refuse_unsafe_yaml(folders: list[Path]) -> None:
     """A user's config tree that OmegaConf can read safely: no YAML anchors or aliases (a few lines of them expand
     to gigabytes while composing, with no output: a run reached 7.5 GB in 11 minutes), no tags and no key twice in
     one mapping (each a traceback of OmegaConf's loader). Read as tokens and nodes, nothing expanded; ConfigError
@@ -165,10 +165,11 @@ def _refuse_repeated_keys(path: Path, node) -> None:
     if isinstance(node, yaml.MappingNode):
         seen = set()
         for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.value in seen:
-                _refuse_yaml(path, key, f"the key {key.value!r} a second time in one mapping",
-                             "write each key once")
-            seen.add(getattr(key, "value", None) if isinstance(key, yaml.ScalarNode) else id(key))
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    _refuse_yaml(path, key, f"the key {key.value!r} a second time in one mapping",
+                                 "write each key once")
+                seen.add(key.value)
             _refuse_repeated_keys(path, value)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:

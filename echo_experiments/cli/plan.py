@@ -17,7 +17,7 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from echo_experiments.cli.compose import Counts, compose_all, refuse_aliases
+from echo_experiments.cli.compose import Counts, compose_all, refuse_unsafe_yaml
 from echo_experiments.cli.worker_stops import runs_in_workers
 from echo_experiments.core.placement import EchoSpec, Placement
 from echo_experiments.core.private_api import hydra_args_parser
@@ -98,7 +98,7 @@ def plan(argv: list[str]) -> Optional[SweepPlan]:
         raise ConfigError("--cfg", args.cfg, "", f"--cfg {args.cfg} prints one job's config: leave out -m (or "
                           "--multirun), or give the job's values instead of the sweep")
     if args.config_path or args.config_dir:
-        refuse_aliases([Path(p) for p in (args.config_dir, args.config_path) if p])
+        refuse_unsafe_yaml([Path(p) for p in (args.config_dir, args.config_path) if p])
         return SweepPlan()  # a user config tree: each job still validates itself
     tasks, makers, repeated, counts = set(), {}, [], Counts()
     for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
