@@ -25,6 +25,8 @@ from echo_experiments.autopilot import EchoOnStall
 from echo_experiments.core.machine import describe
 from echo_experiments.profile import measure_loader
 
+# Fresh examples between evaluations: the resolution of every seconds-to-target here.
+EVAL_EVERY = 3000
 CONDITIONS = [("no echoing", ["--factor", "1"]), ("e = 2", ["--factor", "2"]), ("e = 4", ["--factor", "4"]),
               ("echo on stall, cap 4", ["--auto", "4"])]
 
@@ -64,7 +66,7 @@ def one_run(extra: list[str], seed: int, read_us: float, fresh: int, accuracy: f
             hidden: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = grain_fashion.parse(["--out", out, "--seed", str(seed), "--read-us", f"{read_us:.1f}",
-                                    "--fresh-examples", str(fresh), "--eval-every", "3000",
+                                    "--fresh-examples", str(fresh), "--eval-every", str(EVAL_EVERY),
                                     "--checkpoint-every", str(10**9), "--workers", str(workers),
                                     "--hidden", str(hidden), *extra])
         grain_fashion.train(args)
@@ -92,7 +94,7 @@ def overhead(n: int = 20_000) -> tuple[float, float, float]:
             timed(lambda: EchoOnStall(items, max_factor=4)))
 
 
-def main(argv=None) -> int:
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--seeds", type=int, default=3)
@@ -103,6 +105,15 @@ def main(argv=None) -> int:
     p.add_argument("--hidden", type=int, default=4096,
                    help="the MLP's width: a step slow enough that R starts below --r")
     args = p.parse_args(argv)
+    if args.seeds < 1 or not args.r > 1 or not 0 < args.accuracy < 1 or args.fresh_examples < EVAL_EVERY:
+        p.error(f"--seeds must be >= 1, --r > 1, --accuracy between 0 and 1 and --fresh-examples >= {EVAL_EVERY}")
+    if args.workers < 0 or args.hidden < 1:
+        p.error("--workers must be >= 0 and --hidden >= 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     read_us, r = calibrate(args.r, args.workers, args.hidden)
     rows = []
     for name, extra in CONDITIONS:
@@ -116,8 +127,9 @@ def main(argv=None) -> int:
              f" on {describe()['cpu']}, {describe()['cores']} cores, nothing else running; the MLP {args.hidden} wide,"
              f" the pipeline in {args.workers} worker process(es) (Grain's mp_prefetch); each record's read made to"
              f" take {read_us:.0f} us, R = {r:.1f} (the example's pipeline without echoing against its step,"
-             f" measure_loader). Seconds of training to test accuracy {args.accuracy:g} (evaluations every 3,000 fresh"
-             f" examples, within {args.fresh_examples:,}); every run reads through EchoOnStall, the fixed factors at a"
+             f" measure_loader). Seconds of training to test accuracy {args.accuracy:g} (evaluations every"
+             f" {EVAL_EVERY:,} fresh examples, within {args.fresh_examples:,}); every run reads through EchoOnStall,"
+             " the fixed factors at a"
              " cap of 1 (the same read-ahead thread, no copy).", "",
              "| condition | seconds to target, per seed | median | data-loading share of wall time | seconds per "
              "fresh example (ms) | examples trained per fresh one | best accuracy |", "|---|---|---|---|---|---|---|"]

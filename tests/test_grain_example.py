@@ -62,3 +62,31 @@ def test_echo_on_stall_trains_and_never_passes_its_cap(tmp_path):
     last = rows(tmp_path)[-1]
     assert 3200 <= last["fresh_examples"] < 3200 + BATCH
     assert last["fresh_examples"] < last["examples"] <= 3 * last["fresh_examples"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--hidden", "0"], "--read-us and --workers must be >= 0, --hidden >= 1"),
+    (["--workers", "-1"], "--read-us and --workers must be >= 0, --hidden >= 1"),
+    (["--read-us", "-5"], "--read-us and --workers must be >= 0, --hidden >= 1"),
+])
+def test_the_examples_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, said):
+    with pytest.raises(SystemExit) as ended:
+        grain_fashion.parse(["--out", str(tmp_path), *argv])
+    assert ended.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {said}")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--seeds", "0"], "--seeds must be >= 1, --r > 1, --accuracy between 0 and 1 and --fresh-examples >= 3000"),
+    (["--r", "1"], "--seeds must be >= 1, --r > 1, --accuracy between 0 and 1 and --fresh-examples >= 3000"),
+    (["--accuracy", "1.5"], "--seeds must be >= 1, --r > 1, --accuracy between 0 and 1 and --fresh-examples >= 3000"),
+    (["--fresh-examples", "100"],
+     "--seeds must be >= 1, --r > 1, --accuracy between 0 and 1 and --fresh-examples >= 3000"),
+    (["--workers", "-1"], "--workers must be >= 0 and --hidden >= 1"),
+    (["--hidden", "0"], "--workers must be >= 0 and --hidden >= 1"),
+])
+def test_the_echo_on_stall_tables_bad_options_are_one_line_and_exit_2(tmp_path, capsys, argv, said):
+    import echo_on_stall_table
+
+    with pytest.raises(SystemExit) as ended:
+        echo_on_stall_table.parse(["--out", str(tmp_path / "t.md"), *argv])
+    assert ended.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {said}")
