@@ -13,6 +13,9 @@ STEPS=${STEPS:-$([[ -n "$DRY_RUN" ]] && echo 10 || echo 300)}
 BATCH=${BATCH:-$([[ -n "$DRY_RUN" ]] && echo 8 || true)}
 TIMEOUT=${TIMEOUT:-600}
 OUT=${OUT:-gpu_check}
+for name in STEPS TIMEOUT ${BATCH:+BATCH}; do
+  [[ "${!name}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $name=${!name} is not allowed: an integer >= 1" >&2; exit 2; }
+done
 PY=${PY:-.venv/bin/python}
 mkdir -p "$OUT"
 gpu=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1 || true)

@@ -46,3 +46,14 @@ def _environ(process) -> dict:
         return process.environ()
     except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
         return {}
+
+
+@pytest.mark.parametrize("setting", ["TIMEOUT=abc", "STEPS=0", "BATCH=-3", "TIMEOUT=1.5"])
+def test_a_bad_setting_is_one_line_and_exit_2_before_anything_runs(tmp_path, setting):
+    name, _, value = setting.partition("=")
+    env = {**os.environ, "DRY_RUN": "1", "OUT": str(tmp_path), "PY": sys.executable, name: value}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"error: {name}={value} is not allowed: an integer >= 1"]
+    assert not (tmp_path / "gpu_check.md").exists()
