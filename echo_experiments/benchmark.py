@@ -28,7 +28,7 @@ from echo_experiments.cli.compose import compose_all
 from echo_experiments.cli.exits import fail, one_line_on_signal
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core import machine
-from echo_experiments.training.tuning import run_config
+from echo_experiments.workloads.run_check import checked_config
 
 
 def at_least(low: int):
@@ -68,7 +68,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     error = check_command_line(args.overrides)
     if error:
         fail(error)
-    cfg = run_config(next(iter(compose_all(args.overrides, multirun=False))))
+    cfg = checked_config(next(iter(compose_all(args.overrides, multirun=False))))
     # TensorFlow and JAX once the command line is understood: --help and its errors answer without them.
     from echo_experiments.data.sources import data_dir
     from echo_experiments.report.markdown import table

@@ -71,11 +71,15 @@ def _out(text: str) -> Path:
 
 
 def _training():
-    """The trainer and the missing-data error, imported when a run starts: --help and the command line's errors
-    answer without TensorFlow and JAX."""
+    """Training a composed config (checked at the front door) and the missing-data error, imported when a run
+    starts: --help and the command line's errors answer without TensorFlow and JAX."""
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.training.trainer import run
-    return run, DataMissing
+    from echo_experiments.workloads.run_check import check_run
+
+    def train(cfg: DictConfig, out: Path) -> RunRecord:
+        return run(check_run(cfg), out)
+    return train, DataMissing
 
 
 def _run(overrides: list[str], out: Path, name: str = "") -> RunRecord:

@@ -40,11 +40,12 @@ def main(argv: Optional[list[str]] = None) -> int:
              "(the batches the profiler times)")
     from echo_experiments.data.sources import DataMissing  # TensorFlow and JAX: after the command line is checked
     from echo_experiments.training.trainer import run
+    from echo_experiments.workloads.run_check import check_run
 
     with one_line_on_signal(lambda: "nothing is kept (the profile runs in a temporary folder): run it again"), \
             tempfile.TemporaryDirectory(prefix="echo_profile_") as out:
         try:
-            summary = run(cfg, out)
+            summary = run(check_run(cfg), out)
         except (ConfigError, DataMissing) as e:
             fail(str(e))
     timing = Timing(summary.upstream_s_per_batch, summary.downstream_s_per_step)

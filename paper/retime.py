@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+from omegaconf import OmegaConf
 
 from echo_experiments.cli.compose import compose_all
 from echo_experiments.core.machine import SHARED_CORES, was_alone
@@ -42,7 +43,7 @@ from echo_experiments.core.schema import ConfigError
 from echo_experiments.report import tables
 from echo_experiments.report.collect import collect
 from echo_experiments.training.timing import OtherWork
-from echo_experiments.training.tuning import apply_trial
+from echo_experiments.workloads.trials import apply_trial
 from paper.archive import STORE
 
 AGAIN = ",again"  # the folder suffix of a trial's second timing (--again)
@@ -87,7 +88,7 @@ def held_to_config(job: Path, path: Path, overrides: list[str]) -> list[str]:
         raise ValueError(f"{path} holds {hydra[0]}: retime passes on a job's config overrides, never a hydra key "
                          "from a file; remove it (or rerun the job by hand)")
     try:  # composed, the trial's drawn values applied, and nothing validated: validating imports a user's task
-        composed = apply_trial(next(iter(compose_all(overrides, multirun=False))))
+        composed = _trial_config(overrides)
     except ConfigError as e:
         raise ValueError(f"{path}'s overrides do not compose: {e}") from None
     differ = RunDir(job).differences(composed)
@@ -97,6 +98,11 @@ def held_to_config(job: Path, path: Path, overrides: list[str]) -> list[str]:
     return overrides
 
 
+def _trial_config(overrides: list[str]) -> dict:
+    """The resolved config ``overrides`` compose, a trial's drawn values applied (nothing validated)."""
+    return OmegaConf.to_container(apply_trial(next(iter(compose_all(overrides, multirun=False)))), resolve=True)
+
+
 def _named_overrides(job: Path) -> list[str]:
     """A restored job's overrides from its folder's name, which Hydra wrote from them (key=value joined by
     commas, hydra.job.override_dirname), taken only where they compose the config the job recorded on every key
@@ -104,7 +110,7 @@ def _named_overrides(job: Path) -> list[str]:
     refused, not guessed."""
     overrides = re.split(r",(?=[\w.+~@/-]+=)", job.name)
     try:
-        differ = RunDir(job).differences(apply_trial(next(iter(compose_all(overrides, multirun=False)))))
+        differ = RunDir(job).differences(_trial_config(overrides))
     except ConfigError as e:
         raise ValueError(f"{job} has no .hydra/overrides.yaml, and the overrides its name says do not compose: "
                          f"{e}") from None

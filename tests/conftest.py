@@ -59,6 +59,15 @@ def compose_config(*overrides: str):
         return compose("config", overrides=list(overrides))
 
 
+def train(cfg, out_dir):
+    """Train the run a composed config asks for, as the command line does: checked at the front door
+    (workloads/run_check.py), then handed to the trainer as its spec. Returns the run's record."""
+    from echo_experiments.training.trainer import run
+    from echo_experiments.workloads.run_check import check_run
+
+    return run(check_run(cfg), out_dir)
+
+
 def echoed_batches(workload, records, placement, factor, *, shuffle=0, batch_size, shuffle_buffer, seed=0):
     """One pass over ``records`` through the training stream (data/stream.py), as a list of NumPy batches."""
     from echo_experiments.core.placement import EchoSpec, Placement

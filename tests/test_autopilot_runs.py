@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation, train
 
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.training.trainer import Interrupted, run
+from echo_experiments.training.trainer import Interrupted
 
 # 320 fresh batches of 32 read at 0.5 ms a record (16 ms a batch): the synthetic step is faster, so it copies.
 SLOW = [*FAST, "echo.placement=after_batching", "echo.factor=auto", "echo.max_factor=3", "storage=emulated",
@@ -33,7 +33,7 @@ def _check_counts(out, record):
 
 def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path, caplog):
     with caplog.at_level("INFO", logger="echo_experiments.training.trainer"):
-        record = run(compose_config(*SLOW), tmp_path)
+        record = train(compose_config(*SLOW), tmp_path)
     rows = _check_counts(tmp_path, record)
     steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     assert [re.search(r"  echo (\d+\.\d\d)  ", line).group(1) for line in steps] == [
@@ -43,10 +43,10 @@ def test_the_autopilot_copies_while_the_input_is_slow_within_its_cap(tmp_path, c
 def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, monkeypatch):
     undo = signal_at_evaluation(monkeypatch, 3)
     with pytest.raises(Interrupted):
-        run(compose_config(*SLOW), tmp_path)
+        train(compose_config(*SLOW), tmp_path)
     before = metric_rows(tmp_path)
     undo()
-    record = run(compose_config(*SLOW), tmp_path)
+    record = train(compose_config(*SLOW), tmp_path)
     rows = _check_counts(tmp_path, record)
     assert rows[:3] == before and len(rows) == 10
 
@@ -54,7 +54,7 @@ def test_a_resumed_autopilot_run_goes_on_from_its_checkpointed_counts(tmp_path, 
 def test_before_augmentation_the_autopilot_copies_examples_augmented_anew_with_exact_counts(tmp_path):
     overrides = [o.replace("echo.placement=after_batching", "echo.placement=before_augmentation") for o in SLOW]
     overrides += ["trainer.max_fresh_examples=5120"]
-    record = run(compose_config(*overrides), tmp_path)
+    record = train(compose_config(*overrides), tmp_path)
     rows = metric_rows(tmp_path)
     assert record.echo_auto and record.placement == "before_augmentation" and record.fresh_examples == 5120
     assert record.steps == 5120 // 32 + record.echo_copied_batches and 1 < record.effective_echo_factor <= 3
@@ -99,14 +99,14 @@ def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_i
     recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=3072"]
     undo = signal_at_evaluation(monkeypatch, 2)
     with pytest.raises(Interrupted):
-        run(compose_config(*recorded), tmp_path / "recorded")
+        train(compose_config(*recorded), tmp_path / "recorded")
     undo()
-    original = run(compose_config(*recorded), tmp_path / "recorded")
+    original = train(compose_config(*recorded), tmp_path / "recorded")
     decisions = json.loads((tmp_path / "recorded" / "echo_decisions.json").read_text())
     assert decisions["max_factor"] == 3 and decisions["placement"] == "after_augmentation"
     assert {"f", "c", "r"} == {kind for kind, _ in decisions["decisions"]}  # copies, and the resumption
     assert sum(n for kind, n in decisions["decisions"] if kind != "r") == original.steps
-    replayed = run(compose_config(*recorded, "storage.latency_ms=0", f"echo.replay={tmp_path / 'recorded'}"),
+    replayed = train(compose_config(*recorded, "storage.latency_ms=0", f"echo.replay={tmp_path / 'recorded'}"),
                    tmp_path / "replayed")
     assert metric_rows(tmp_path / "replayed") == metric_rows(tmp_path / "recorded")  # step for step
     assert (replayed.steps, replayed.echo_copied_batches) == (original.steps, original.echo_copied_batches)
@@ -116,15 +116,15 @@ def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_i
 def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(tmp_path):
     with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} does not "
                                           "exist: give the directory of a run made with echo.factor=auto"):
-        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
+        train(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
     (tmp_path / "echo_decisions.json").write_text("{")  # damaged: cut short
     with pytest.raises(ConfigError, match=f"echo.replay={tmp_path}: {tmp_path / 'echo_decisions.json'} cannot be "
                                           "read as a record of decisions .JSONDecodeError.: give the directory of a "
                                           "run "
                                           "made with echo.factor=auto"):
-        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
+        train(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
     (tmp_path / "echo_decisions.json").write_text(json.dumps(
         {"placement": "after_batching", "max_factor": 4.0, "batch_size": 32, "decisions": [["f", 3]]}))
     with pytest.raises(ConfigError, match="the recorded run has echo.max_factor=4.0, this run 3.0: replay it with "
                                           "the recorded run's echo.max_factor"):
-        run(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
+        train(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")

@@ -2,10 +2,9 @@
 rows and record say what a copy was worth, and a run without copies defines only what it can."""
 
 import pytest
-from conftest import FAST, compose_config, metric_rows
+from conftest import FAST, compose_config, metric_rows, train
 
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.training.trainer import run
 
 ECHOED = [*FAST, "echo=after_batching", "echo.factor=2", "trainer.stop_at_target=false",
           "trainer.max_fresh_examples=3072"]
@@ -14,8 +13,8 @@ WORTH = ("copy_worth_alignment", "copy_worth_loss_ratio", "copy_worth_noise", "c
 
 
 def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_was_worth(tmp_path):
-    plain = run(compose_config(*ECHOED), tmp_path / "plain")
-    probed = run(compose_config(*ECHOED, "trainer.copy_worth_every=4"), tmp_path / "probed")
+    plain = train(compose_config(*ECHOED), tmp_path / "plain")
+    probed = train(compose_config(*ECHOED, "trainer.copy_worth_every=4"), tmp_path / "probed")
     rows = metric_rows(tmp_path / "probed")
     assert [{k: v for k, v in r.items() if k not in WORTH} for r in rows] == metric_rows(tmp_path / "plain")
     assert (probed.steps, probed.fresh_examples, probed.final_metrics) == (
@@ -29,7 +28,7 @@ def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_w
 
 
 def test_without_copies_a_run_estimates_only_the_noise_candidate(tmp_path):
-    record = run(compose_config(*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=2048",
+    record = train(compose_config(*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=2048",
                                 "trainer.copy_worth_every=8"), tmp_path)
     rows = metric_rows(tmp_path)
     assert [(r["copy_worth_alignment"], r["copy_worth_loss_ratio"], r["copy_worth_copy_share"]) for r in rows] == [
@@ -39,4 +38,4 @@ def test_without_copies_a_run_estimates_only_the_noise_candidate(tmp_path):
 
 def test_a_negative_cadence_is_refused_with_its_key():
     with pytest.raises(ConfigError, match=r"trainer.copy_worth_every=-1 is not allowed: an integer >= 0"):
-        run(compose_config(*FAST, "trainer.copy_worth_every=-1"), "unused")
+        train(compose_config(*FAST, "trainer.copy_worth_every=-1"), "unused")

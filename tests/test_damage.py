@@ -14,14 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation, train
 
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.rundir import DiskFull, RunDir
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted
 from echo_experiments.data import sources
-from echo_experiments.training.trainer import run
 
 # 320 steps of 32 with a checkpoint every 64 and an evaluation every 32 steps, trained past the target.
 LONG = [*FAST, "trainer.stop_at_target=false", "trainer.max_fresh_examples=10240", "trainer.checkpoint_every_steps=64"]
@@ -63,31 +62,31 @@ def garble(folder: Path) -> None:
 
 
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
-    run(compose_config(*LONG), tmp_path / "whole")
+    train(compose_config(*LONG), tmp_path / "whole")
     steps = killed_at(tmp_path / "cut", rows=7)
     assert len(steps) >= 2  # the newest two complete ones (and an older one not yet deleted when it died)
     garble(tmp_path / "cut" / "checkpoints" / str(steps[-1]))
-    record = run(compose_config(*LONG), tmp_path / "cut")
+    record = train(compose_config(*LONG), tmp_path / "cut")
     assert record.steps == 320 and metric_rows(tmp_path / "cut") == metric_rows(tmp_path / "whole")
 
 
 def test_when_no_checkpoint_can_be_read_the_line_says_how_to_start_over(tmp_path):
     """A run that left checkpoints and no summary (killed: the test above kills one), all of them damaged."""
-    run(compose_config(*LONG), tmp_path)
+    train(compose_config(*LONG), tmp_path)
     (tmp_path / "summary.json").unlink()
     steps = [p for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()]
     assert steps
     for step in steps:
         garble(step)
     with pytest.raises(ConfigError, match=r"no checkpoint in \S+ can be read .*: add trainer.restart=true"):
-        run(compose_config(*LONG), tmp_path)
+        train(compose_config(*LONG), tmp_path)
 
 
 def test_a_checkpoint_folder_this_program_did_not_write_is_refused_and_kept(tmp_path):
     (tmp_path / "checkpoints" / "1000").mkdir(parents=True)
     (tmp_path / "checkpoints" / "1000" / "thesis.txt").write_text("someone's")  # taken for damage and deleted once
     with pytest.raises(ConfigError) as refused:
-        run(compose_config(*FAST, "trainer.max_steps=20", "trainer.checkpoint_every_steps=5"), tmp_path)
+        train(compose_config(*FAST, "trainer.max_steps=20", "trainer.checkpoint_every_steps=5"), tmp_path)
     assert str(refused.value) == (f"{tmp_path / 'checkpoints' / '1000'} is not a checkpoint this program wrote (it "
                                   "lacks state, loop, input): move it out of the run directory, or choose another "
                                   "hydra.run.dir")
@@ -95,7 +94,7 @@ def test_a_checkpoint_folder_this_program_did_not_write_is_refused_and_kept(tmp_
 
 
 def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tmp_path, monkeypatch):
-    run(compose_config(*LONG), tmp_path / "whole")
+    train(compose_config(*LONG), tmp_path / "whole")
     cut = tmp_path / "cut"
     original = RunDir.append_metrics
 
@@ -105,10 +104,10 @@ def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tm
         original(self, row)
     monkeypatch.setattr(RunDir, "append_metrics", disk_fills_at_the_eighth_row)
     with pytest.raises(DiskFull, match=r"no space left on the device of \S+ .*free space and run the same command"):
-        run(compose_config(*LONG), cut)
+        train(compose_config(*LONG), cut)
     assert not (cut / "summary.json").exists()  # no failed record: nothing can be written, and nothing failed
     monkeypatch.setattr(RunDir, "append_metrics", original)
-    run(compose_config(*LONG), cut)
+    train(compose_config(*LONG), cut)
     assert metric_rows(cut) == metric_rows(tmp_path / "whole")
 
 
@@ -153,7 +152,7 @@ def test_sighup_checkpoints_and_stops_like_sigterm(tmp_path, monkeypatch):
     """In this process; how the command line ends on such a stop is test_robustness's SIGTERM test."""
     signal_at_evaluation(monkeypatch, 3, signal.SIGHUP)
     with pytest.raises(Interrupted) as stopped:
-        run(compose_config(*LONG), tmp_path)
+        train(compose_config(*LONG), tmp_path)
     assert stopped.value.signum == signal.SIGHUP
     assert re.fullmatch(r"stopped by SIGHUP at step 96 \(3072 fresh examples\); its checkpoint is in \S+: run the "
                         r"same command to resume", str(stopped.value))
@@ -180,23 +179,23 @@ def test_a_start_up_signal_is_kept_through_a_library_call_and_stops_the_run_befo
     Kept, it lets the library call finish, then stops the run at the next safe point, before anything is
     compiled: no summary that would call it failed, and the run says what it keeps, as any stopped run does."""
     from echo_experiments.core import signals as stops
-    from echo_experiments.training import trainer as train
+    from echo_experiments.training import trainer
 
     built, compiled = [], []
-    build, compile_step = train.stream.build, train.Trainer._compile
+    build, compile_step = trainer.stream.build, trainer.Trainer._compile
 
     def interrupted_build(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         built.append(True)  # the library call goes on
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(train.stream, "build", interrupted_build)
-    monkeypatch.setattr(train.Trainer, "_compile", lambda *a: compiled.append(True) or compile_step(*a))
+    monkeypatch.setattr(trainer.stream, "build", interrupted_build)
+    monkeypatch.setattr(trainer.Trainer, "_compile", lambda *a: compiled.append(True) or compile_step(*a))
     handlers = {s: signal.getsignal(s) for s in stops.Signals.SIGNALS}
     stops.stop_at_startup()
     try:
         with pytest.raises(stops.StartupInterrupted) as stopped:
-            run(compose_config(*FAST), tmp_path)
+            train(compose_config(*FAST), tmp_path)
     finally:
         stops._at_startup.clear()
         for s, handler in handlers.items():
@@ -272,7 +271,7 @@ def test_a_shuffle_buffer_larger_than_the_machine_is_refused_before_it_fills(tmp
     stream is built, before a record is read."""
     with pytest.raises(ConfigError, match=r"^workload.shuffle_buffer=10000000 would hold about [\d.]+ GiB \(\d+ bytes "
                                           r"an element\) and this machine has [\d.]+ GiB available: at most \d+ here"):
-        run(compose_config(*FAST, "workload=fashion_mnist", "workload.shuffle_buffer=10000000"), tmp_path)
+        train(compose_config(*FAST, "workload=fashion_mnist", "workload.shuffle_buffer=10000000"), tmp_path)
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -8,11 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_each_read_delivered, compose_config, echoed_batches
+from conftest import assert_each_read_delivered, compose_config, echoed_batches, train
 
 from echo_experiments.core.rundir import RunDir
 from echo_experiments.models import ssd
-from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 from echo_experiments.workloads.mean_ap import Detections
 
@@ -148,7 +147,7 @@ def test_example_echo_at_one_and_a_half(workload, placement):
 @pytest.mark.slow  # about 32 s of SSD training: `make test-all` runs it
 def test_loss_is_finite_and_falls_on_real_data(tmp_path):
     # 60 steps: the loss halves by then (about 14.0 at step 20, 6.9 at step 60 for seed 0).
-    summary = run(compose_config("workload=ssd_fashion", "trainer.max_steps=60", "workload.eval_examples=100",
+    summary = train(compose_config("workload=ssd_fashion", "trainer.max_steps=60", "workload.eval_examples=100",
                                  "trainer.eval_every_fresh_examples=640", "trainer.profile_batches=0",
                                  "trainer.progress=false", "workload.target.value=0.99"), tmp_path).to_json()
     rows = list(RunDir(tmp_path).metrics())

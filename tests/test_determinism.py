@@ -5,12 +5,11 @@ import re
 import signal
 
 import pytest
-from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation, train
 
 from echo_experiments.core import machine
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.signals import Interrupted
-from echo_experiments.training.trainer import run
 
 QUIET = ["trainer.profile_batches=0", "trainer.progress=false", "trainer.tensorboard=false",
          "trainer.checkpoint_every_seconds=0", "workload.target.value=0.999"]
@@ -32,7 +31,7 @@ WORKLOADS = {
                                       for w in sorted(WORKLOADS)])
 def test_a_config_run_twice_on_one_machine_gives_identical_metrics(tmp_path, workload):
     cfg = compose_config(f"workload={workload}", *QUIET, *WORKLOADS[workload])
-    first, second = run(cfg, tmp_path / "a"), run(cfg, tmp_path / "b")
+    first, second = train(cfg, tmp_path / "a"), train(cfg, tmp_path / "b")
     rows = metric_rows(tmp_path / "a")
     assert len(rows) >= 2 and rows == metric_rows(tmp_path / "b")
     assert (first.fresh_examples, first.steps, first.final_metrics) == (second.fresh_examples, second.steps,
@@ -46,7 +45,7 @@ def test_a_run_resumes_only_on_the_cpu_model_it_started_on(tmp_path, monkeypatch
             "trainer.checkpoint_every_steps=64"]
     undo = signal_at_evaluation(monkeypatch, 3, signal.SIGTERM)
     with pytest.raises(Interrupted):
-        run(compose_config(*long), tmp_path)
+        train(compose_config(*long), tmp_path)
     undo()
     here, rows = machine.describe(), metric_rows(tmp_path)
     other = "Another CPU (x86_64, family/model/stepping 6/85/7; avx2)"
@@ -54,7 +53,7 @@ def test_a_run_resumes_only_on_the_cpu_model_it_started_on(tmp_path, monkeypatch
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))} started on {re.escape(here['cpu'])}, and "
                                           rf"this machine is {re.escape(other)}: .* resume it on that model, or add "
                                           r"trainer.restart=true to start it over here$"):
-        run(compose_config(*long), tmp_path)
+        train(compose_config(*long), tmp_path)
     assert metric_rows(tmp_path) == rows and not (tmp_path / "summary.json").exists()
-    record = run(compose_config(*long, "trainer.restart=true"), tmp_path)
+    record = train(compose_config(*long, "trainer.restart=true"), tmp_path)
     assert record.steps == 320 and record.machine["cpu"] == other

@@ -3,13 +3,12 @@
 import json
 
 import pytest
-from conftest import FAST, compose_config
+from conftest import FAST, compose_config, train
 from tensorboard.backend.event_processing.event_accumulator import TENSORS, EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
 from echo_experiments.training.events import Events
-from echo_experiments.training.trainer import run
 
 # e=2 before augmentation, 4 evaluations of 1,024 fresh examples (64 steps each at batch 32); no echo shuffle,
 # so the counts are exact.
@@ -38,7 +37,7 @@ def rows(run_dir):
 
 
 def test_a_run_logs_its_curves_on_steps_and_on_fresh_examples_and_its_hparams(tmp_path):
-    run(compose_config(*SHORT), tmp_path)
+    train(compose_config(*SHORT), tmp_path)
     reader, kept = events(tmp_path), rows(tmp_path)
     assert [r["fresh_examples"] for r in kept] == [1024, 2048, 3072, 4096]
     assert same(curve(reader, "eval/accuracy"), [(r["step"], r["accuracy"]) for r in kept])
@@ -76,10 +75,10 @@ def test_a_resumed_run_continues_the_same_curves_without_a_point_twice(tmp_path,
     cfg = compose_config(*SHORT, "trainer.checkpoint_every_steps=64")
     monkeypatch.setattr(Events, "row", interrupted_at_the_third)
     with pytest.raises(KeyboardInterrupt):
-        run(cfg, tmp_path)
+        train(cfg, tmp_path)
     assert len(curve(events(tmp_path), "eval/accuracy")) == 2
     monkeypatch.setattr(Events, "row", original)
-    run(cfg, tmp_path)
+    train(cfg, tmp_path)
     reader, kept = events(tmp_path), rows(tmp_path)
     steps = [s for s, _ in curve(reader, "eval/accuracy")]
     assert steps == [r["step"] for r in kept] == [64, 128, 192, 256]
@@ -87,7 +86,7 @@ def test_a_resumed_run_continues_the_same_curves_without_a_point_twice(tmp_path,
 
 
 def test_tensorboard_false_writes_no_event_files(tmp_path):
-    run(compose_config(*SHORT, "trainer.max_fresh_examples=1024", "trainer.tensorboard=false"), tmp_path)
+    train(compose_config(*SHORT, "trainer.max_fresh_examples=1024", "trainer.tensorboard=false"), tmp_path)
     assert (tmp_path / "summary.json").exists() and not (tmp_path / "tb").exists()
 
 

@@ -7,14 +7,13 @@ import jax
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_each_read_delivered, compose_config, echoed_batches
+from conftest import assert_each_read_delivered, compose_config, echoed_batches, train
 
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.rundir import RunDir
 from echo_experiments.data.packing import pack
 from echo_experiments.data.tokenizers import ByteTokenizer, SentencePieceTokenizer
 from echo_experiments.models.transformer import build
-from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 from echo_experiments.workloads.language_model_schema import TransformerConfig
 
@@ -117,7 +116,7 @@ def test_placements_without_a_stage_are_rejected(placement):
 
 
 def test_a_tiny_model_learns_real_text(tmp_path):
-    summary = run(compose_config(
+    summary = train(compose_config(
         "workload=transformer_pydocs", "workload.model.d_model=32", "workload.model.mlp_dim=64",
         "workload.text.seq_len=64", "workload.batch_size=16", "workload.eval_examples=128",
         "trainer.max_steps=240", "trainer.eval_every_fresh_examples=960", "trainer.profile_batches=0",

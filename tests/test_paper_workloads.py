@@ -81,10 +81,10 @@ STAND_INS = [("resnet50", ["workload.dataset=synthetic_images", "workload.eval_s
 @pytest.mark.slow
 @pytest.mark.parametrize("workload, extra", STAND_INS, ids=[w for w, _ in STAND_INS])
 def test_each_paper_scale_workload_trains_and_evaluates_on_its_stand_in(tmp_path, workload, extra):
-    from echo_experiments.training.trainer import run
+    from conftest import train
 
     cfg = compose_config(f"workload={workload}", *extra, "trainer.max_steps=2", "trainer.profile_batches=0",
                          "trainer.eval_every_fresh_examples=4", "trainer.checkpoint_every_seconds=0")
-    record = run(cfg, tmp_path)
+    record = train(cfg, tmp_path)
     assert record.status == "not_reached" and record.steps == 2 and record.final_metrics
     assert all(np.isfinite(v) for v in record.final_metrics.values() if v is not None)

@@ -88,7 +88,7 @@ def test_measure_loader_and_the_profiler_give_the_same_R_for_the_built_in_stream
     workload, spec = make(cfg.workload, data_dir), RunSpec.from_config(cfg)
     tx, rate = optim.optimizer(spec.optimizer), jax.numpy.float32(0.01)
     state, step = initial_state(workload, tx, cfg.seed, None), jax.jit(make_train_step(workload, tx))
-    with Store(cfg.storage, workload.train_source) as store:
+    with Store(spec.storage, workload.train_source) as store:
         batches = stream.build(workload, spec.pipeline.without_echo(), store=store).as_numpy_iterator()
         timing, _ = measure_loader(batches, lambda batch: step(state, {k: v for k, v in batch.items()
                                                                       if k != "read_id"}, rate)[1], show=None)

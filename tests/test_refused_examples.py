@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import compose_config
+from conftest import compose_config, train
 from test_your_data import as_images, as_tfrecord
 
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.training.trainer import run
 
 BAD = 5  # the example spoiled: not the first, which a source reads when it opens
 
@@ -59,8 +58,8 @@ CASES = [("images", spoiled_images, f) for f in ("damaged", "resized")] + \
         [("tfrecord", spoiled_tfrecord, f) for f in ("damaged", "resized", "label")]
 
 
-def train(tmp_path: Path, dataset: str, *overrides: str):
-    return run(compose_config(f"workload.dataset={dataset}", "workload.model.width=4", "trainer.max_steps=12",
+def trained(tmp_path: Path, dataset: str, *overrides: str):
+    return train(compose_config(f"workload.dataset={dataset}", "workload.model.width=4", "trainer.max_steps=12",
                               "trainer.eval_every_fresh_examples=384", "trainer.profile_batches=0",
                               "trainer.progress=false", "trainer.tensorboard=false", *overrides), tmp_path / "run")
 
@@ -70,7 +69,7 @@ def test_an_example_of_the_training_split_a_stage_cannot_take_is_one_line_naming
                                                                                          spoil, fault):
     dataset, where = spoil(tmp_path / "data", fashion, "train", fault)
     with pytest.raises(ConfigError) as error:
-        train(tmp_path, dataset)
+        trained(tmp_path, dataset)
     message = str(error.value)
     assert message.startswith(f"the input pipeline cannot take an example of {dataset}: {where} "), message
     assert re.search(EXPECTED[fault], message), message
@@ -80,4 +79,4 @@ def test_an_example_of_the_training_split_a_stage_cannot_take_is_one_line_naming
 def test_a_damaged_image_of_the_held_out_split_is_one_line_naming_its_file(tmp_path, fashion, kind, spoil):
     dataset, where = spoil(tmp_path / "data", fashion, "test", "damaged")
     with pytest.raises(ConfigError, match=f"cannot take an example of {dataset}: {where} is not a "):
-        train(tmp_path, dataset)
+        trained(tmp_path, dataset)

@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FAST, compose_config, metric_rows, signal_at_evaluation
+from conftest import FAST, compose_config, metric_rows, signal_at_evaluation, train
 
 from echo_experiments.core.record import RunRecord
 from echo_experiments.core.rundir import RunDir, RunDirInUse
-from echo_experiments.training.trainer import Interrupted, run
+from echo_experiments.training.trainer import Interrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 # 320 steps of 32, an evaluation every 32 steps (10 rows), trained past the target.
@@ -26,17 +26,17 @@ LONG = [*FAST, "trainer.stop_at_target=false", "trainer.checkpoint_every_steps=1
 
 def test_sigint_stops_at_a_step_boundary_with_a_checkpoint_and_the_rerun_ends_as_if_uninterrupted(
         tmp_path, monkeypatch):
-    run(compose_config(*LONG), tmp_path / "whole")
+    train(compose_config(*LONG), tmp_path / "whole")
     undo = signal_at_evaluation(monkeypatch, 5)
     cut = tmp_path / "cut"
     with pytest.raises(Interrupted) as stopped:
-        run(compose_config(*LONG), cut)
+        train(compose_config(*LONG), cut)
     assert stopped.value.signum == signal.SIGINT
     assert re.fullmatch(r"stopped by SIGINT at step 160 \(5120 fresh examples\); its checkpoint is in \S+: run the "
                         r"same command to resume", str(stopped.value))
     assert not (cut / "summary.json").exists() and len(metric_rows(cut)) == 5
     undo()
-    run(compose_config(*LONG), cut)
+    train(compose_config(*LONG), cut)
     assert metric_rows(cut) == metric_rows(tmp_path / "whole") and len(metric_rows(cut)) == 10
 
 
@@ -89,7 +89,7 @@ def test_the_same_command_line_again_resumes_an_interrupted_run_and_ends_as_if_u
     # The uninterrupted run to compare with, in this process (one command's start-up less): the same config
     # trains alike in any process on this machine.
     run_dir = tmp_path / "whole"
-    run(compose_config(*LONG), run_dir)
+    train(compose_config(*LONG), run_dir)
     proc = subprocess.Popen(command, cwd=tmp_path / "cut", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (made := list((tmp_path / "cut" / "runs" / "synthetic").glob("*/metrics.jsonl"))) or len(
@@ -116,13 +116,13 @@ def test_a_second_process_in_a_busy_run_directory_is_refused_naming_the_holder(t
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirInUse, match=rf"{tmp_path} is in use by process {holder.pid} on \S+ since .*: "
                                               "wait for it to end, or choose another hydra.run.dir"):
-            run(compose_config(*FAST), tmp_path)
+            train(compose_config(*FAST), tmp_path)
     finally:
         holder.kill()
         holder.wait()
     # The kernel released the killed holder's lock: the lock file it left behind does not block.
     assert (tmp_path / ".lock").exists()
-    assert run(compose_config(*FAST), tmp_path).status == "reached_target"
+    assert train(compose_config(*FAST), tmp_path).status == "reached_target"
 
 
 def test_a_run_with_its_stderr_closed_trains_to_its_end(tmp_path):
@@ -152,15 +152,15 @@ def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeyp
     monkeypatch.setattr(Workload, "evaluate", fails_at_the_third_evaluation)
     cfg = compose_config(*LONG, "trainer.checkpoint_every_steps=32")
     with pytest.raises(RuntimeError):
-        run(cfg, tmp_path)
+        train(cfg, tmp_path)
     failed = json.loads((tmp_path / "summary.json").read_text())
     assert (failed["status"], failed["error"]) == ("failed", "RuntimeError: disk on fire")
     monkeypatch.setattr(Workload, "evaluate", original)
-    resumed = run(cfg, tmp_path)  # from the checkpoint at step 64, not from scratch
+    resumed = train(cfg, tmp_path)  # from the checkpoint at step 64, not from scratch
     assert resumed.status == "reached_target" and len(metric_rows(tmp_path)) == 10
     first = (tmp_path / "summary.json").stat().st_mtime_ns
-    assert run(cfg, tmp_path) == resumed and (tmp_path / "summary.json").stat().st_mtime_ns == first  # complete
-    again = run(compose_config(*LONG, "trainer.checkpoint_every_steps=32", "trainer.restart=true"), tmp_path)
+    assert train(cfg, tmp_path) == resumed and (tmp_path / "summary.json").stat().st_mtime_ns == first  # complete
+    again = train(compose_config(*LONG, "trainer.checkpoint_every_steps=32", "trainer.restart=true"), tmp_path)
     assert (tmp_path / "summary.json").stat().st_mtime_ns != first
     assert again.fresh_examples_to_target == resumed.fresh_examples_to_target
 
@@ -168,7 +168,7 @@ def test_a_failed_run_resumes_on_rerun_and_restart_starts_over(tmp_path, monkeyp
 def test_run_files_are_readable_by_the_group_like_any_other_output(tmp_path):
     previous = os.umask(0o027)
     try:
-        run(compose_config(*FAST), tmp_path)
+        train(compose_config(*FAST), tmp_path)
     finally:
         os.umask(previous)
     for name in ("config.yaml", "metrics.jsonl", "summary.json"):

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import FAST, compose_config, env_with_xla_flags, metric_rows
+from conftest import FAST, compose_config, env_with_xla_flags, metric_rows, train
 
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.fresh import FreshCounter
@@ -26,7 +26,6 @@ from echo_experiments.core.specs import PipelineSpec, RunSpec
 from echo_experiments.data import stream
 from echo_experiments.training import optim, parallel
 from echo_experiments.training.step import TrainState, learning_rates, make_train_step
-from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 
 # 60 steps of the synthetic workload with example echoing (16 fresh examples a step), never reaching the target.
@@ -47,7 +46,7 @@ def test_two_devices_give_the_one_device_loss_curve(tmp_path):
     # 20 steps: float sums taken in another order across devices drift apart as training goes on, while a
     # batch statistic computed per device instead of over the global batch would show at once.
     args = ("trainer.max_steps=20", "trainer.eval_every_fresh_examples=160")
-    run(compose_config(*SHORT, *args), tmp_path / "one")  # this process has one device
+    train(compose_config(*SHORT, *args), tmp_path / "one")  # this process has one device
     two = cli(tmp_path / "two", *args, devices=2)
     assert two.returncode == 0, two.stderr[-3000:]
     s1 = json.loads((tmp_path / "one" / "summary.json").read_text())
@@ -67,7 +66,7 @@ def test_two_devices_give_the_one_device_loss_curve(tmp_path):
 def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(tmp_path, caplog):
     # Records read through emulated storage (2 ms each): 200 steps take seconds, time enough to kill the run.
     args = ("trainer.checkpoint_every_steps=40", "trainer.max_steps=200", "storage=emulated", "storage.latency_ms=2")
-    run(compose_config(*SHORT, *args), tmp_path / "whole")
+    train(compose_config(*SHORT, *args), tmp_path / "whole")
     proc = cli(tmp_path / "killed", *args, start_new_session=True)
     deadline = time.time() + 300
     saved = tmp_path / "killed" / "checkpoints"
@@ -79,7 +78,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_if_uninterrupted(t
     proc.wait()
     assert not (tmp_path / "killed" / "summary.json").exists(), "the run finished before it could be killed"
     with caplog.at_level(logging.INFO, logger="echo_experiments.training.trainer"):  # the rerun need not be a process
-        run(compose_config(*SHORT, *args), tmp_path / "killed")
+        train(compose_config(*SHORT, *args), tmp_path / "killed")
     assert any(r.getMessage().startswith("resumed ") for r in caplog.records)
     a = json.loads((tmp_path / "whole" / "summary.json").read_text())
     b = json.loads((tmp_path / "killed" / "summary.json").read_text())
@@ -177,9 +176,9 @@ def test_a_tf_data_service_delivers_the_local_stream_with_exact_fresh_counts(loo
 
 
 def test_training_through_a_loopback_tf_data_service_matches_the_local_run(loopback_service, tmp_path):
-    summary = run(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0"),
+    summary = train(compose_config(*SHORT, f"data.service={loopback_service}", "trainer.checkpoint_every_seconds=0"),
                   tmp_path / "service")
-    local_summary = run(compose_config(*SHORT, "trainer.checkpoint_every_seconds=0"), tmp_path / "local")
+    local_summary = train(compose_config(*SHORT, "trainer.checkpoint_every_seconds=0"), tmp_path / "local")
     assert summary.fresh_examples == local_summary.fresh_examples == 60 * 16
     assert metric_rows(tmp_path / "service") == metric_rows(tmp_path / "local")
 

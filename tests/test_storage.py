@@ -6,15 +6,14 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import FAST, compose_config
+from conftest import FAST, compose_config, train
 
 from echo_experiments.cli.plan import check_command_line
 from echo_experiments.core.input_bound import xprof_class
 from echo_experiments.core.rundir import RunDir
-from echo_experiments.core.specs import PipelineSpec
+from echo_experiments.core.specs import PipelineSpec, StorageSpec
 from echo_experiments.data import sources, stream
 from echo_experiments.data.storage import LoopbackServer, Store, emulated, http_records, latency_at, read_cost_s
-from echo_experiments.training.trainer import run
 from echo_experiments.workloads import make
 
 
@@ -58,7 +57,7 @@ def test_a_store_reads_what_its_read_unit_names_and_the_stream_stays_the_same(da
     read = []  # the bytes of each read
     monkeypatch.setattr("echo_experiments.data.storage.read_cost_s",
                         lambda nbytes, latency_ms, bandwidth_mb_s: read.append(nbytes) or 0.0)
-    with Store(cfg.storage, workload.train_source) as store:
+    with Store(StorageSpec.from_config(cfg.storage), workload.train_source) as store:
         slow = list(itertools.islice(stream.build(workload, spec, store=store).as_numpy_iterator(), 3))
     plain = list(itertools.islice(stream.build(workload, spec).as_numpy_iterator(), 3))
     assert all(np.array_equal(a[k], b[k]) for a, b in zip(slow, plain, strict=True) for k in a)
@@ -71,7 +70,7 @@ def test_a_store_reads_what_its_read_unit_names_and_the_stream_stays_the_same(da
 
 @pytest.mark.parametrize("storage", ["storage=http", "storage=emulated"])
 def test_training_through_slow_storage_counts_fresh_examples_exactly(tmp_path, storage):
-    summary = run(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
+    summary = train(compose_config(*FAST, storage, "storage.latency_ms=0.2", "storage.parallel_reads=4",
                                  "echo=before_augmentation", "echo.shuffle_buffer=0", "trainer.max_steps=20",
                                  "trainer.eval_every_fresh_examples=160", "workload.target.value=0.99",
                                  "workload.shuffle_buffer=256", "trainer.profile_batches=3"), tmp_path).to_json()

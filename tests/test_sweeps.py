@@ -12,13 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import FAST, compose_config, metric_rows
+from conftest import FAST, compose_config, metric_rows, train
 from omegaconf import OmegaConf
 
 from echo_experiments.cli.plan import check_command_line, plan, time_left
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.training.trainer import run
-from echo_experiments.training.tuning import trial_values
+from echo_experiments.workloads.trials import trial_values
 
 # Each job: 20 steps of a narrow network, never reaching its target.
 TINY = [*FAST, "trainer.max_steps=20", "trainer.eval_every_fresh_examples=640", "workload.target.value=0.99"]
@@ -91,29 +90,29 @@ def test_time_left_counts_a_resumed_job_by_the_share_of_it_this_command_trained(
 
 
 def test_a_complete_run_directory_is_not_reused_for_another_config(tmp_path):
-    run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
+    train(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
     with pytest.raises(ConfigError, match="already holds a run with another config .*trainer.max_steps"):
-        run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
+        train(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
 
 
 def test_a_key_added_to_the_schema_after_a_run_does_not_make_it_another_config(tmp_path):
-    first = run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
+    first = train(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
     stored = OmegaConf.load(tmp_path / "config.yaml")
     del stored.trainer["precision"]  # as a run directory written before the key existed
     OmegaConf.save(stored, tmp_path / "config.yaml")
-    assert run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path) == first
+    assert train(compose_config(*TINY, "trainer.max_steps=2"), tmp_path) == first
     with pytest.raises(ConfigError, match="differs at trainer.max_steps"):
-        run(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
+        train(compose_config(*TINY, "trainer.max_steps=3"), tmp_path)
 
 
 def test_a_new_checkpoint_cadence_does_not_make_a_run_another_config(tmp_path):
     # A preset that began checkpointing every 300 s after some of its runs were made keeps them (fixed_budget_cpu).
-    first = run(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
+    first = train(compose_config(*TINY, "trainer.max_steps=2"), tmp_path)
     again = compose_config(*TINY, "trainer.max_steps=2", "trainer.checkpoint_every_seconds=300",
                            "trainer.checkpoint_every_steps=1")
-    assert run(again, tmp_path) == first
+    assert train(again, tmp_path) == first
     with pytest.raises(ConfigError, match="differs at trainer.max_steps"):
-        run(compose_config(*TINY, "trainer.max_steps=3", "trainer.checkpoint_every_seconds=300"), tmp_path)
+        train(compose_config(*TINY, "trainer.max_steps=3", "trainer.checkpoint_every_seconds=300"), tmp_path)
 
 
 # submitit's local launcher is the same job code as joblib's in other processes: `make test-all` runs it.
@@ -218,7 +217,7 @@ def test_pruning_never_changes_a_studys_best_and_the_report_counts_pruned_trials
     outcome = {}
     for prune in ("true", "false"):
         for trial in range(3):
-            run(compose_config(*study, f"tuning.trial={trial}", f"tuning.prune={prune}"),
+            train(compose_config(*study, f"tuning.trial={trial}", f"tuning.prune={prune}"),
                 tmp_path / prune / f"trial={trial}")
         outcome[prune] = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / prune).glob("*/summary.json")}
     best = {k: min(s["fresh_examples_to_target"] for s in v.values() if s["status"] == "reached_target")

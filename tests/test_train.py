@@ -9,25 +9,24 @@ import weakref
 
 import pytest
 import yaml
-from conftest import FAST, compose_config
+from conftest import FAST, compose_config, train
 
 from echo_experiments.core.rundir import RunDir
 from echo_experiments.core.specs import ScheduleSpec
 from echo_experiments.data import closing
-from echo_experiments.training.trainer import run
 
 SUMMARY_KEYS = {"workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
                 "status", "steps", "fresh_examples", "wall_time_s", "target", "fresh_examples_to_target",
                 "steps_to_target", "seconds_to_target", "final_metrics"}
 
 
-def train(tmp_path, *overrides):
-    summary = run(compose_config(*FAST, *overrides), tmp_path).to_json()
+def trained(tmp_path, *overrides):
+    summary = train(compose_config(*FAST, *overrides), tmp_path).to_json()
     return summary, list(RunDir(tmp_path).metrics())
 
 
 def test_run_stops_at_its_target_and_records_fresh_examples_to_target(tmp_path):
-    summary, rows = train(tmp_path, "workload.target.value=0.8")
+    summary, rows = trained(tmp_path, "workload.target.value=0.8")
     assert summary["status"] == "reached_target"
     first = next(r for r in rows if r["accuracy"] >= 0.8)
     assert first is rows[-1]  # it stopped at the first evaluation that met the target
@@ -50,7 +49,7 @@ def test_run_stops_at_its_target_and_records_fresh_examples_to_target(tmp_path):
     (["echo=after_batching"], lambda step: 32 * math.ceil(step / 2)),
 ])
 def test_echoed_runs_count_fresh_examples_exactly(tmp_path, echo, fresh_after):
-    summary, rows = train(tmp_path, *echo, "trainer.max_steps=50", "trainer.eval_every_fresh_examples=320",
+    summary, rows = trained(tmp_path, *echo, "trainer.max_steps=50", "trainer.eval_every_fresh_examples=320",
                           "workload.target.value=0.99")
     assert summary["status"] == "not_reached" and summary["fresh_examples_to_target"] is None
     assert summary["echo_factor"] == 2.0 and summary["steps"] == 50
@@ -71,7 +70,7 @@ def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh
     args = ["echo=before_augmentation", f"echo.factor={factor}", "echo.shuffle_buffer=0",
             "optimizer.schedule=linear_decay", "optimizer.final_fraction=0.1", "optimizer.warmup_fresh_examples=512",
             "trainer.max_fresh_examples=4096", "workload.target.value=0.999"]
-    summary, rows = train(tmp_path, *args)
+    summary, rows = trained(tmp_path, *args)
     fresh_per_step = 32 // factor
     # The schedule's position is the fresh examples trained on before each step, not the step count.
     assert positions == [fresh_per_step * k for k in range(summary["steps"])]
@@ -89,7 +88,7 @@ def test_every_factor_gets_the_schedule_budget_and_evaluations_at_the_same_fresh
 
 
 def test_a_diverging_run_stops_cleanly_and_says_so(tmp_path):
-    summary, rows = train(tmp_path, "optimizer.learning_rate=1e6", "workload.target.value=0.99")
+    summary, rows = trained(tmp_path, "optimizer.learning_rate=1e6", "workload.target.value=0.99")
     assert summary["status"] == "diverged"
     assert summary["steps"] < 600 and summary["fresh_examples_to_target"] is None
     assert rows and rows[-1]["train_loss"] is None  # NaN is written as null
@@ -99,9 +98,9 @@ def test_the_same_seed_gives_the_same_run(tmp_path):
     args = ["echo=before_augmentation", "echo.factor=1.5", "echo.shuffle_buffer=256", "trainer.max_steps=60",
             "trainer.eval_every_fresh_examples=320", "workload.target.value=0.99"]
     strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rows]  # noqa: E731
-    _, a = train(tmp_path / "a", *args)
-    _, b = train(tmp_path / "b", *args)
-    _, c = train(tmp_path / "c", *args, "seed=1")
+    _, a = trained(tmp_path / "a", *args)
+    _, b = trained(tmp_path / "b", *args)
+    _, c = trained(tmp_path / "c", *args, "seed=1")
     assert strip(a) == strip(b) and len(a) >= 2
     assert strip(a) != strip(c)
 
@@ -118,7 +117,7 @@ def test_a_finished_run_closes_its_input_pipeline_beside_the_caller(tmp_path, mo
         return hand_off(holder, what)
 
     monkeypatch.setattr(closing, "close_later", watched)
-    train(tmp_path, "trainer.max_steps=40", *saves)
+    trained(tmp_path, "trainer.max_steps=40", *saves)
     assert closing.wait_closed(timeout_s=60)
     assert closed_on == ["close_input"]
 
@@ -136,3 +135,13 @@ def test_command_line_run_on_real_data_writes_the_run_directory(tmp_path):
     assert summary["placement"] == "none" and summary["echo_factor"] == 1.0
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") >= 1
     assert "reached_target" in proc.stderr + proc.stdout
+
+
+def test_the_trainer_takes_a_checked_spec_and_refuses_a_raw_config(tmp_path):
+    """The raw config stops at the front door (workloads/run_check.py): handed to the trainer, it is refused before
+    anything is written, with the door named."""
+    from echo_experiments.training.trainer import run
+
+    with pytest.raises(TypeError, match=r"takes a RunSpec, not a DictConfig: .*run_check\.check_run\(cfg\)"):
+        run(compose_config(*FAST), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -7,10 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import compose_config
+from conftest import compose_config, train
 
 from echo_experiments.core import machine
-from echo_experiments.training.trainer import run
 
 ROOT = Path(__file__).parents[1]
 # Results are bit-reproducible on one CPU model only (machine.py), so the reference is kept per CPU model.
@@ -31,7 +30,7 @@ def test_the_default_runs_first_evaluations_are_unchanged(tmp_path):
     golden = reference()
     # A step cap stops the run early without touching its schedule (which decays over the fresh-example budget);
     # the timing facts measure copies, so leaving them out changes no number.
-    record = run(compose_config("trainer.max_steps=200", "trainer.progress=false", "trainer.tensorboard=false",
+    record = train(compose_config("trainer.max_steps=200", "trainer.progress=false", "trainer.tensorboard=false",
                                 "trainer.profile_batches=0"), tmp_path)
     rows = [{k: r[k] for k in KEYS} for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())]
     assert rows == golden["rows"][:1] and record.steps == 200 and record.fresh_examples == 200 * 64
@@ -40,7 +39,7 @@ def test_the_default_runs_first_evaluations_are_unchanged(tmp_path):
 @pytest.mark.slow
 def test_the_default_run_reaches_its_target_where_it_did(tmp_path):
     golden = reference()
-    record = run(compose_config("trainer.progress=false", "trainer.tensorboard=false"), tmp_path)
+    record = train(compose_config("trainer.progress=false", "trainer.tensorboard=false"), tmp_path)
     assert (record.steps_to_target, record.fresh_examples_to_target) == (golden["steps_to_target"],
                                                                           golden["fresh_examples_to_target"])
 

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
-from conftest import compose_config
+from conftest import compose_config, train
 
 from echo_experiments.data import sources
-from echo_experiments.training.trainer import run
 
 
 def as_npz(root: Path, data) -> str:
@@ -63,7 +62,7 @@ KINDS = {"npz": (as_npz, "local"), "images": (as_images, "http"), "tfrecord": (a
 def test_each_kind_of_data_trains_through_the_stream_with_exact_fresh_counts(tmp_path, fashion, kind):
     make, storage = KINDS[kind]
     dataset = make(tmp_path / "data", fashion)
-    record = run(compose_config(
+    record = train(compose_config(
         f"workload.dataset={dataset}", f"data.dir={tmp_path / 'data'}", f"storage={storage}",
         "echo=before_augmentation", "echo.shuffle_buffer=0", "workload.model.width=4", "workload.shuffle_buffer=256",
         "trainer.max_steps=24", "trainer.eval_every_fresh_examples=384", "workload.target.value=0.99",
@@ -167,7 +166,7 @@ def test_tfrecord_images_stored_as_raw_pixels_end_the_run_with_one_line_saying_s
                            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
                 writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     with pytest.raises(ConfigError) as error:
-        run(compose_config(f"workload.dataset=tfrecord:{root}", "trainer.max_steps=4", "trainer.profile_batches=0",
+        train(compose_config(f"workload.dataset=tfrecord:{root}", "trainer.max_steps=4", "trainer.profile_batches=0",
                            "trainer.progress=false", "trainer.tensorboard=false"), tmp_path / "run")
     assert str(error.value) == (
         f"the input pipeline cannot take an example of tfrecord:{root}: record 0 of {root}/train-00000.tfrecord is "

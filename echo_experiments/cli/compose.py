@@ -220,7 +220,7 @@ def _job_configs(sweeps: dict[str, list[str]], make: Callable[[list[tuple[str, s
         for trial in itertools.product(*(sweeps[k] for k in trials)) if every_trial else []:
             if list(trial) != [base[k] for k in trials]:
                 yield _with_values(cfg, parser, dict(zip(trials, trial)))
-    if not every_trial:  # these trials are not derived above: their own configs are checked (run_config) instead
+    if not every_trial:  # not derived above: each trial's own config is checked (run_check.checked_config) instead
         yield from each_value
 
 

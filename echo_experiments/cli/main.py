@@ -39,13 +39,14 @@ def _run(cfg: DictConfig, out_dir: str):
     from echo_experiments.core.rundir import DiskFull, RunDirInUse
     from echo_experiments.data.sources import DataMissing
     from echo_experiments.training.trainer import InputLost, PeerLost, run
+    from echo_experiments.workloads.run_check import check_run
 
     stop_if_signalled_at_startup()  # TensorFlow and JAX are imported: a safe point
     log.info("%s", _first_line(cfg, out_dir))
     for note in unused(cfg):
         log.warning("%s", note)
     try:
-        return run(cfg, out_dir)
+        return run(check_run(cfg), out_dir)
     except (ConfigError, DataMissing, RunDirInUse) as e:
         fail(str(e))
     except (InputLost, PeerLost, DiskFull) as e:

@@ -22,7 +22,7 @@ from echo_experiments.cli.worker_stops import runs_in_workers
 from echo_experiments.core.placement import EchoSpec, Placement
 from echo_experiments.core.private_api import hydra_args_parser
 from echo_experiments.core.schema import ConfigError
-from echo_experiments.training.tuning import run_config
+from echo_experiments.workloads.run_check import checked_config
 
 PLAN_VARIABLE = "ECHO_SWEEP_PLAN"
 
@@ -103,7 +103,7 @@ def plan(argv: list[str]) -> Optional[SweepPlan]:
     tasks, makers, repeated, counts = set(), {}, [], Counts()
     for cfg in compose_all(args.overrides, multirun=args.multirun, config_name=args.config_name or "config",
                            counts=counts):
-        run_config(cfg)
+        checked_config(cfg)
         tasks.add(cfg.workload.task)
         condition = job_key(cfg)
         if makers.setdefault(run_key(cfg), condition) != condition and condition not in repeated:

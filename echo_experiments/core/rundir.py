@@ -20,10 +20,10 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from filelock import FileLock, Timeout
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from echo_experiments.core.record import RecordError, RunRecord, Target, jsonable, metric_rows, row_problem
 from echo_experiments.core.schema import ConfigError
@@ -186,9 +186,9 @@ class RunDir:
                     f"{path} is {kind}, where a run keeps its {'folder' if folder else 'file'} {name}: nothing of it "
                     "is read or written; move it away or choose another hydra.run.dir"))
 
-    def start(self, cfg: DictConfig) -> None:
-        """Begin (or begin again) a run: write its config; rows of an interrupted attempt are dropped."""
-        write_atomic(self.path / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Begin (or begin again) a run: write its resolved ``config``; rows of an interrupted attempt are dropped."""
+        write_atomic(self.path / CONFIG, OmegaConf.to_yaml(OmegaConf.create(dict(config))))
         (self.path / METRICS).unlink(missing_ok=True)
 
     def keep_metrics_until(self, step: int) -> None:
@@ -217,8 +217,9 @@ class RunDir:
     def write_summary(self, record: RunRecord) -> None:
         write_atomic(self.path / SUMMARY, json.dumps(record.to_json(), indent=2) + "\n")
 
-    def differences(self, cfg: DictConfig) -> list[str]:
-        """The dotted keys at which this run's stored config differs from ``cfg`` ([] if none is stored).
+    def differences(self, config: Mapping[str, Any]) -> list[str]:
+        """The dotted keys at which this run's stored config differs from the resolved ``config`` ([] if none is
+        stored).
 
         Keys the stored config lacks do not count: they were added to the schema after the run was made,
         and their defaults keep the behaviour the run had. ConfigError when the stored config is damaged."""
@@ -231,7 +232,7 @@ class RunDir:
             raise self._damaged(CONFIG, e) from None
         if not isinstance(stored, dict):
             raise self._damaged(CONFIG, "not a mapping")
-        return [k for k in _diff(stored, OmegaConf.to_container(cfg, resolve=True)) if k not in HOW_TO_RUN]
+        return [k for k in _diff(stored, dict(config)) if k not in HOW_TO_RUN]
 
     def _damaged(self, name: str, why: Any) -> ConfigError:
         first = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
@@ -252,15 +253,17 @@ class RunDir:
         """metrics.jsonl's rows (checked: RecordError names a damaged line)."""
         return metric_rows(self.path / METRICS)
 
-    def begin(self, cfg: DictConfig, has_checkpoint: bool, writer: bool = True) -> Optional[RunRecord]:
-        """Decide what starting ``cfg`` here means: the record of a complete run (nothing to do), or None (train,
-        resuming from a checkpoint if there is one). A failed attempt is no outcome: it resumes. ConfigError
-        when the directory holds a run of another config. ``writer``: this process writes the directory."""
+    def begin(self, config: Mapping[str, Any], restart: bool, has_checkpoint: bool,
+              writer: bool = True) -> Optional[RunRecord]:
+        """Decide what starting the run of the resolved ``config`` here means: the record of a complete run
+        (nothing to do), or None (train, resuming from a checkpoint if there is one). A failed attempt is no
+        outcome: it resumes. ConfigError when the directory holds a run of another config. ``restart``
+        (trainer.restart): start over; ``writer``: this process writes the directory."""
         self._own_names()
-        if cfg.trainer.restart and writer:
+        if restart and writer:
             self.clear()
             has_checkpoint = False
-        changed = self.differences(cfg)
+        changed = self.differences(config)
         done = self.record()
         if done is not None and done.status == "failed":
             log.warning("%s failed before (%s); resuming from its last checkpoint (trainer.restart=true starts over)",

@@ -1,5 +1,5 @@
 """A search dimension's scales: where a unit interval's point lies in [low, high] on a linear, log, log(1 - x) or
-integer scale, and back. The tuner draws trials with them (training/tuning.py); the reporter says where a best
+integer scale, and back. The tuner draws trials with them (workloads/trials.py); the reporter says where a best
 trial lies in its range (report/collect.py)."""
 
 import math

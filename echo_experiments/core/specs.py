@@ -1,11 +1,13 @@
-"""Small typed specs, made once from a run's config where the library is entered (training.trainer.run, the profiler,
-the benchmark, the tf.data service): the input pipeline, the learning-rate schedule and optimizer, the
-trainer's loop and the device mesh. Library code takes these, never the whole config, so what a module
-depends on is written in its signature.
+"""Small typed specs, made once from a run's config where the library is entered (for a run, the front door
+workloads/run_check.py; the benchmark; the tf.data service): the input pipeline, the learning-rate schedule and
+optimizer, the trainer's loop, the device mesh, the store and the trial. Library code takes these, never the
+whole config, so what a module depends on is written in its signature.
 """
 
-from dataclasses import dataclass, replace
-from typing import Any, Optional
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional
+
+from omegaconf import OmegaConf
 
 from echo_experiments.core.placement import NO_ECHO, EchoSpec
 
@@ -101,6 +103,8 @@ class TrainerSpec:
     timeout_s: float = 300.0
     distributed_timeout_s: float = 300.0
     copy_worth_every: int = 0
+    restart: bool = False  # start over in a run directory that holds a run
+    compilation_cache_dir: Optional[str] = None
 
     @classmethod
     def from_config(cls, cfg: Any) -> "TrainerSpec":
@@ -110,7 +114,7 @@ class TrainerSpec:
             tuning.study is not None and bool(tuning.prune) and bool(t.stop_at_target), float(tuning.prune_margin),
             float(t.checkpoint_every_seconds), int(t.checkpoint_every_steps), bool(t.progress), bool(t.tensorboard),
             t.precision, int(t.profile_batches), float(cfg.data.timeout_s), float(t.distributed_timeout_s),
-            int(t.copy_worth_every))
+            int(t.copy_worth_every), bool(t.restart), t.compilation_cache_dir)
 
     @property
     def checkpoints(self) -> bool:
@@ -148,8 +152,53 @@ class ParallelSpec:
 
 
 @dataclass(frozen=True)
+class StorageSpec:
+    """Where training records are read from (data/storage.py): ``kind`` local, emulated or http; an emulated
+    store's ``latency_ms`` a read (or ``latency_schedule``: spans of (reads, latency_ms) in turn, repeated) and
+    ``bandwidth_mb_s``; ``parallel_reads`` requests in flight; ``read_unit`` record or example (what one read
+    fetches); an http store's ``url`` (None: a loopback server of its own)."""
+
+    kind: str = "local"
+    latency_ms: float = 0.0
+    bandwidth_mb_s: Optional[float] = None
+    parallel_reads: int = 1
+    read_unit: str = "record"
+    url: Optional[str] = None
+    latency_schedule: Optional[tuple[tuple[int, float], ...]] = None
+
+    @classmethod
+    def from_config(cls, storage: Any) -> "StorageSpec":
+        schedule = storage.get("latency_schedule")
+        return cls(storage.kind, float(storage.latency_ms),
+                   None if storage.bandwidth_mb_s is None else float(storage.bandwidth_mb_s),
+                   int(storage.parallel_reads), storage.read_unit, storage.url,
+                   None if schedule is None else tuple((int(n), float(ms)) for n, ms in schedule))
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Which run of a study this is: ``study`` and ``trial`` (None outside a study) and the study's
+    ``tuning_seed``; ``searched``: the run's values for its workload's searched keys (the trial's draw, or the
+    defaults), as TensorBoard's hparams show them."""
+
+    study: Optional[int] = None
+    trial: Optional[int] = None
+    tuning_seed: Optional[int] = None
+    searched: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "TrialSpec":
+        t = cfg.tuning
+        in_study = t.study is not None
+        return cls(t.study, t.trial, int(t.seed) if in_study else None,
+                   {d.key: OmegaConf.select(cfg, d.key) for d in cfg.workload.search_space})
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    """Everything the library needs of a run's config but the workload's own section and the storage's."""
+    """Everything a run reads of its config: the specs above, the workload's own section (``workload``, which
+    the workload takes), the TFDS folder ``data_dir`` (None: TFDS's own), and ``config``, the whole config
+    resolved into plain values, as the run directory's config.yaml holds it."""
 
     seed: int
     pipeline: PipelineSpec
@@ -157,9 +206,16 @@ class RunSpec:
     optimizer: OptimizerSpec
     trainer: TrainerSpec
     parallel: ParallelSpec
+    storage: StorageSpec = StorageSpec()
+    trial: TrialSpec = TrialSpec()
+    workload: Any = None
+    data_dir: Optional[str] = None
+    config: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "RunSpec":
         return cls(int(cfg.seed), PipelineSpec.from_config(cfg), ScheduleSpec.from_config(cfg.optimizer, cfg.trainer),
                    OptimizerSpec.from_config(cfg.optimizer), TrainerSpec.from_config(cfg),
-                   ParallelSpec.from_config(cfg.trainer))
+                   ParallelSpec.from_config(cfg.trainer), StorageSpec.from_config(cfg.storage),
+                   TrialSpec.from_config(cfg), cfg.workload, cfg.data.dir,
+                   OmegaConf.to_container(cfg, resolve=True))

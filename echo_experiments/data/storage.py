@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 import tensorflow as tf
 
 from echo_experiments.core.schema import ConfigError
+from echo_experiments.core.specs import StorageSpec
 
 MB = 1e6
 
@@ -232,10 +233,10 @@ def emulated(records: tf.data.Dataset, latency_ms: float, bandwidth_mb_s: Option
 
 
 class Store:
-    """Training records read through the configured storage; close() ends a loopback server."""
+    """Training records read through the store ``storage`` names; close() ends a loopback server."""
 
-    def __init__(self, storage: Any, source: Any):
-        self.cfg, self.source, self.server = storage, source, None
+    def __init__(self, storage: StorageSpec, source: Any):
+        self.storage, self.source, self.server = storage, source, None
         if storage.kind == "http":
             if storage.url is None:
                 self.server = LoopbackServer(source.name, source.split, source.data_dir,
@@ -246,15 +247,15 @@ class Store:
     @property
     def serves_examples(self) -> bool:
         """Whether a read fetches one of the workload's examples (``storage.read_unit=example``), not a record."""
-        return self.cfg.read_unit == "example"  # emulated only (core/rules.py)
+        return self.storage.read_unit == "example"  # emulated only (core/rules.py)
 
     def records(self, seed: int) -> tf.data.Dataset:
         """One epoch of training records, through the store unless it serves examples (:meth:`examples`)."""
-        kind = self.cfg.kind
+        kind = self.storage.kind
         if kind == "local" or self.serves_examples:
             return self.source.encoded(seed)
         if kind == "http":
-            return self._threads(http_records(self.url, self.cfg.parallel_reads))
+            return self._threads(http_records(self.url, self.storage.parallel_reads))
         return self._emulated(self.source.encoded(seed))
 
     def examples(self, examples: tf.data.Dataset) -> tf.data.Dataset:
@@ -263,14 +264,14 @@ class Store:
         return self._emulated(examples) if self.serves_examples else examples
 
     def _emulated(self, items: tf.data.Dataset) -> tf.data.Dataset:
-        schedule = self.cfg.get("latency_schedule")
-        return self._threads(emulated(items, self.cfg.latency_ms, self.cfg.bandwidth_mb_s, self.cfg.parallel_reads,
-                                      None if schedule is None else [list(p) for p in schedule]))
+        st = self.storage
+        return self._threads(emulated(items, st.latency_ms, st.bandwidth_mb_s, st.parallel_reads,
+                                      None if st.latency_schedule is None else [list(p) for p in st.latency_schedule]))
 
     def _threads(self, items: tf.data.Dataset) -> tf.data.Dataset:
         # Reads mostly wait: each request in flight needs a thread of its own, beside the CPU-bound stages.
         options = tf.data.Options()
-        options.threading.private_threadpool_size = self.cfg.parallel_reads + (os.cpu_count() or 1)
+        options.threading.private_threadpool_size = self.storage.parallel_reads + (os.cpu_count() or 1)
         return items.with_options(options)
 
     def close(self) -> None:

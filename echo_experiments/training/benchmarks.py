@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from echo_experiments.core.fresh import FreshCounter
 from echo_experiments.core.placement import NO_ECHO, EchoSpec, Placement
 from echo_experiments.core.rundir import RunDir
-from echo_experiments.core.specs import PipelineSpec, RunSpec
+from echo_experiments.core.specs import PipelineSpec, RunSpec, StorageSpec
 from echo_experiments.data import stream
 from echo_experiments.data.echo import CHUNK, echo
 from echo_experiments.data.sources import data_dir
@@ -58,9 +58,10 @@ def _cached_batches(cfg, workload, echo_spec: EchoSpec) -> dict[str, np.ndarray]
 
 def echo_table(cfg, workload, repeats: int, batches: int) -> pd.DataFrame:
     rows = []
-    for storage_name, storage in (("input-bound", {**OmegaConf.to_container(cfg.storage), **SLOW}),
-                                  ("local", {**OmegaConf.to_container(cfg.storage), "kind": "local"})):
-        with Store(OmegaConf.create(storage), workload.train_source) as store:
+    configured = StorageSpec.from_config(cfg.storage)
+    for storage_name, storage in (("input-bound", replace(configured, **SLOW)),
+                                  ("local", replace(configured, kind="local"))):
+        with Store(storage, workload.train_source) as store:
             conditions = [("none", 1.0)] + [(p, e) for p in POINTS for e in (2.0, 4.0)]
             samples = {c: [] for c in conditions}
             for _ in range(repeats):  # interleaved, so drift in the machine's speed hits every condition alike

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
-from omegaconf import DictConfig
 
 from echo_experiments.autopilot import decisions
 from echo_experiments.core import machine, user_code
@@ -36,7 +35,7 @@ from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import closing, stream
 from echo_experiments.data.sources import DataMissing, data_dir
 from echo_experiments.data.storage import Store
-from echo_experiments.training import optim, parallel, progress, timing, tuning, worth
+from echo_experiments.training import optim, parallel, progress, timing, worth
 from echo_experiments.training.checkpoints import Checkpoints
 from echo_experiments.training.checkpoints import exist as checkpoints_exist
 from echo_experiments.training.clocks import Clocks, ClockState
@@ -52,52 +51,54 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def run(cfg: DictConfig, out_dir: Path | str) -> RunRecord:
-    """Validate the config, train (resuming from a checkpoint in ``out_dir`` if there is one), and write the
+def run(spec: RunSpec, out_dir: Path | str) -> RunRecord:
+    """Train the run ``spec`` describes (resuming from a checkpoint in ``out_dir`` if there is one), and write the
     run directory. Returns the run's record.
 
-    The config is turned into specs here, once; below this function library code takes the specs. Raises
-    ConfigError for a bad value and DataMissing for an absent data set before training starts.
+    ``spec`` comes from the front door, workloads.run_check.check_run, which checked its config. Raises
+    ConfigError for a value that only the run can find wrong and DataMissing for an absent data set before
+    training starts.
     """
-    cfg = tuning.run_config(cfg)
-    spec = RunSpec.from_config(cfg)
-    parallel.use_compilation_cache(cfg.trainer.compilation_cache_dir)
+    if not isinstance(spec, RunSpec):  # a config: the checks it must pass are the front door's
+        raise TypeError(f"training.trainer.run takes a RunSpec, not a {type(spec).__name__}: check the config at the "
+                        "front door first, echo_experiments.workloads.run_check.check_run(cfg)")
+    parallel.use_compilation_cache(spec.trainer.compilation_cache_dir)
     mesh = parallel.setup(spec.parallel, spec.pipeline.batch_size)
     run_dir = RunDir(out_dir).hold() if mesh.writes_run_dir else RunDir(out_dir)
     try:
-        return _run(cfg, spec, run_dir, mesh)
+        return _run(spec, run_dir, mesh)
     except (KeyboardInterrupt, SystemExit, StartupInterrupted):  # none an Exception: _run lets them through
         log.warning("interrupted: %s keeps its metrics and checkpoints and has no summary.json", run_dir.path)
         raise
     except (ConfigError, DataMissing, Interrupted, InputLost, PeerLost, DiskFull):  # each already the line to show
         raise
     except Exception as e:  # one raised in a user's own workload: its line and message, not the libraries'
-        raise user_code.task_error(e, cfg.workload.task) or e
+        raise user_code.task_error(e, spec.workload.task) or e
     finally:
         run_dir.release()
 
 
-def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Parallel) -> RunRecord:
+def _run(spec: RunSpec, run_dir: RunDir, mesh: parallel.Parallel) -> RunRecord:
     writer = mesh.writes_run_dir
-    done = run_dir.begin(cfg, checkpoints_exist(run_dir.path / CHECKPOINTS), writer)
+    done = run_dir.begin(spec.config, spec.trainer.restart, checkpoints_exist(run_dir.path / CHECKPOINTS), writer)
     if done is not None:
         return done
-    workload = make(cfg.workload, data_dir(cfg.data.dir), DTYPES[spec.trainer.precision])
-    head = {**_identity(cfg, spec), "target": workload.target}
+    workload = make(spec.workload, data_dir(spec.data_dir), DTYPES[spec.trainer.precision])
+    head = {**_identity(spec), "target": workload.target}
     # A trial of a study stops once it can no longer be the study's best (its siblings in the sweep directory).
     best = (lambda: study_best(run_dir.path.parent, head, workload.target)) if spec.trainer.prune else None
-    hparams = ({**head, "target": workload.target.as_dict(), **tuning.searched_values(cfg)}
+    hparams = ({**head, "target": workload.target.as_dict(), **spec.trial.searched}
                if spec.trainer.tensorboard and writer else None)
     checkpoints = Checkpoints(run_dir.path / CHECKPOINTS) if spec.trainer.checkpoints else None
     if writer and (checkpoints is None or checkpoints.latest() is None):
-        run_dir.start(cfg)
+        run_dir.start(spec.config)
     try:
         if spec.pipeline.service:
             stream.check_service(spec.pipeline.service, spec.trainer.timeout_s)
-        with Store(cfg.storage, workload.train_source) as store:
+        with Store(spec.storage, workload.train_source) as store:
             batches = stream.build(workload, spec.pipeline, store=store, host=mesh.host)
             trainer = Trainer(spec, workload, run_dir, mesh, batches, store, checkpoints, best, hparams,
-                              input_source(cfg))
+                              input_source(spec))
             with progress.Heartbeat(log, trainer.starting):
                 record = RunRecord(**head, **jsonable(trainer.fit()))
             if writer:
@@ -123,17 +124,16 @@ def _run(cfg: DictConfig, spec: RunSpec, run_dir: RunDir, mesh: parallel.Paralle
     return record
 
 
-def _identity(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
+def _identity(spec: RunSpec) -> dict[str, Any]:
     """What the run is: its condition (the effective pipeline: factor 1 has no echo stage and no echo shuffle),
     its seed and trial, and the machine."""
-    in_study = cfg.tuning.study is not None
     echo = spec.pipeline.echo
     placement = echo.placement if echo.auto else echo.stage
-    return {"workload": cfg.workload.name, "placement": placement.value, "echo_factor": echo.factor,
+    return {"workload": spec.workload.name, "placement": placement.value, "echo_factor": echo.factor,
             "echo_auto": echo.auto, "echo_max_factor": echo.max_factor,
             "batch_size": spec.pipeline.batch_size, "shuffle_buffer": spec.pipeline.echo_shuffle,
-            "seed": spec.seed, "study": cfg.tuning.study, "trial": cfg.tuning.trial,
-            "tuning_seed": int(cfg.tuning.seed) if in_study else None, "machine": machine.describe()}
+            "seed": spec.seed, "study": spec.trial.study, "trial": spec.trial.trial,
+            "tuning_seed": spec.trial.tuning_seed, "machine": machine.describe()}
 
 
 def _failed(head: dict[str, Any], error: Exception) -> RunRecord:

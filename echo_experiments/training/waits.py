@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from echo_experiments.autopilot.reader import Reader
+from echo_experiments.core.specs import RunSpec
 from echo_experiments.data import files
 from echo_experiments.data.sources import Source, cause, example_refused
 
@@ -27,15 +28,15 @@ class PeerLost(Exception):
     """Another process of a multi-process run stopped answering; str() is the one line shown to the user."""
 
 
-def input_source(cfg: Any) -> str:
+def input_source(spec: RunSpec) -> str:
     """What a run's input pipeline waits on, in words, for a timeout's message."""
-    if cfg.data.service:
-        return (f"the tf.data service at {cfg.data.service} (are its dispatcher and workers running? "
+    if spec.pipeline.service:
+        return (f"the tf.data service at {spec.pipeline.service} (are its dispatcher and workers running? "
                 "python -m echo_experiments.service)")
-    if cfg.storage.kind == "http":
-        return f"the record server at {cfg.storage.url or 'the loopback record server'}"
-    own = files.parse(cfg.workload.dataset)
-    return f"the input pipeline reading {own[1] if own else cfg.data.dir or 'the TFDS data directory'}"
+    if spec.storage.kind == "http":
+        return f"the record server at {spec.storage.url or 'the loopback record server'}"
+    own = files.parse(spec.workload.dataset)
+    return f"the input pipeline reading {own[1] if own else spec.data_dir or 'the TFDS data directory'}"
 
 
 class Batches(Reader):

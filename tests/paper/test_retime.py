@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from echo_experiments.cli.compose import compose_all
 from echo_experiments.core.config import short_name
-from echo_experiments.training.tuning import run_config
+from echo_experiments.workloads.run_check import checked_config
 from paper.retime import _job_overrides
 
 OVERRIDES = ["echo.factor=3", "echo=before_batching", "tuning.study=0", "tuning.trial=1", "workload=synthetic"]
@@ -14,7 +14,7 @@ OVERRIDES = ["echo.factor=3", "echo=before_batching", "tuning.study=0", "tuning.
 
 def _restored_job(tmp_path, name: str, recorded: list[str]):
     """A job folder as `make restore` leaves it: named ``name``, with the config a run of ``recorded`` wrote."""
-    cfg = run_config(next(iter(compose_all(recorded, multirun=False))))
+    cfg = checked_config(next(iter(compose_all(recorded, multirun=False))))
     job = tmp_path / name
     job.mkdir()
     (job / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -3,13 +3,14 @@
 import json
 
 import pytest
-from conftest import compose_config
 
 from echo_experiments.core.record import SCHEMA_VERSION, RunRecord, Target
 from echo_experiments.core.rundir import RunDir, study_best, write_atomic
 from echo_experiments.core.schema import ConfigError
 
 TARGET = Target("accuracy", 0.8, "max")
+# A run's resolved config, as the front door hands it to the run directory (RunSpec.config).
+CONFIG = {"seed": 0, "trainer": {"max_steps": None, "checkpoint_every_seconds": 0.0}}
 
 
 def record(**fields) -> RunRecord:
@@ -53,38 +54,38 @@ def test_atomic_write_replaces_content(tmp_path):
 
 
 def test_begin_leaves_a_complete_run_alone_and_resumes_a_failed_one(tmp_path):
-    cfg = compose_config("workload=synthetic")
+    cfg = CONFIG
     run = RunDir(tmp_path)
     run.start(cfg)
-    assert run.begin(cfg, has_checkpoint=False) is None  # started, never finished: train
+    assert run.begin(cfg, False, has_checkpoint=False) is None  # started, never finished: train
     run.write_summary(record())
-    assert run.begin(cfg, has_checkpoint=False) == record()
+    assert run.begin(cfg, False, has_checkpoint=False) == record()
     run.write_summary(record(status="failed", error="OSError: gone"))
-    assert run.begin(cfg, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
+    assert run.begin(cfg, False, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
 
 
 def test_begin_refuses_another_config_unless_restarted(tmp_path):
     run = RunDir(tmp_path)
-    run.start(compose_config("workload=synthetic"))
+    run.start(CONFIG)
     run.write_summary(record())
-    other = compose_config("workload=synthetic", "trainer.max_steps=3")
+    other = {**CONFIG, "trainer": {**CONFIG["trainer"], "max_steps": 3}}
     with pytest.raises(ConfigError, match="already holds a run with another config .*trainer.max_steps"):
-        run.begin(other, has_checkpoint=False)
+        run.begin(other, False, has_checkpoint=False)
     # How often a run checkpoints says how to run, not what: not another config.
-    assert run.begin(compose_config("workload=synthetic", "trainer.checkpoint_every_seconds=5"), False) == record()
-    restart = compose_config("workload=synthetic", "trainer.max_steps=3", "trainer.restart=true")
-    assert run.begin(restart, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
+    checkpointing = {**CONFIG, "trainer": {**CONFIG["trainer"], "checkpoint_every_seconds": 5.0}}
+    assert run.begin(checkpointing, False, False) == record()
+    assert run.begin(other, True, has_checkpoint=True) is None and not (tmp_path / "summary.json").exists()
 
 
 @pytest.mark.parametrize("name,content", [("summary.json", "{\"status\": "), ("summary.json", "[]"),
                                           ("config.yaml", "a: [unclosed")])
 def test_a_damaged_run_file_is_one_line_naming_it_and_the_choice(tmp_path, name, content):
     run = RunDir(tmp_path)
-    cfg = compose_config("workload=synthetic")
+    cfg = CONFIG
     run.start(cfg)
     (tmp_path / name).write_text(content)
     with pytest.raises(ConfigError) as error:
-        run.begin(cfg, has_checkpoint=False)
+        run.begin(cfg, False, has_checkpoint=False)
     message = str(error.value)
     assert f"{tmp_path / name} is damaged" in message and "trainer.restart=true" in message
     assert "\n" not in message
@@ -120,12 +121,12 @@ def test_restart_deletes_a_runs_own_folders_and_nothing_where_no_run_was(tmp_pat
 def test_a_tb_folder_the_run_did_not_write_is_refused_and_a_linked_one_is_not_followed(tmp_path):
     """Every start removed tb/ whole: someone's own tb/ in a folder with no run of ours was lost, and a tb/ that was a
     link was followed and written into. Now both are refused before anything is written."""
-    cfg = compose_config("workload=synthetic")
+    cfg = CONFIG
     foreign = tmp_path / "foreign"
     (foreign / "tb").mkdir(parents=True)
     (foreign / "tb" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match=r"holds tb/ but no config.yaml: no run of this program was there"):
-        RunDir(foreign).begin(cfg, False)
+        RunDir(foreign).begin(cfg, False, False)
     assert (foreign / "tb" / "notes.txt").read_text() == "mine"
     linked, elsewhere = tmp_path / "linked", tmp_path / "elsewhere"
     linked.mkdir()
@@ -133,11 +134,11 @@ def test_a_tb_folder_the_run_did_not_write_is_refused_and_a_linked_one_is_not_fo
     RunDir(linked).start(cfg)
     (linked / "tb").symlink_to(elsewhere)
     with pytest.raises(ConfigError, match=r"tb is a link: a run writes its event files in a folder of its own"):
-        RunDir(linked).begin(cfg, False)
+        RunDir(linked).begin(cfg, False, False)
     own = tmp_path / "own"
     RunDir(own).start(cfg)
     (own / "tb").mkdir()
-    assert RunDir(own).begin(cfg, False) is None  # a run's own tb/ beside its config: resumed as before
+    assert RunDir(own).begin(cfg, False, False) is None  # a run's own tb/ beside its config: resumed as before
 
 
 @pytest.mark.parametrize("name, made, kind", [
@@ -148,14 +149,14 @@ def test_a_tb_folder_the_run_did_not_write_is_refused_and_a_linked_one_is_not_fo
 ])
 def test_a_runs_name_of_the_wrong_kind_is_one_line_and_left_as_it_was(tmp_path, name, made, kind):
     """A metrics.jsonl that was a folder, or a checkpoints that was a file, was a traceback as the run wrote."""
-    cfg = compose_config("workload=synthetic")
+    cfg = CONFIG
     RunDir(tmp_path).start(cfg)
     path = tmp_path / name
     path.unlink(missing_ok=True)
     {"folder": path.mkdir, "file": lambda: path.write_text("mine"),
      "link": lambda: path.symlink_to(tmp_path / "config.yaml")}[made]()
     with pytest.raises(ConfigError) as raised:
-        RunDir(tmp_path).begin(cfg, False)
+        RunDir(tmp_path).begin(cfg, False, False)
     assert str(raised.value) == (f"{path} is {kind}: nothing of it is read or written; move it away or choose "
                                  "another hydra.run.dir")
     assert path.is_symlink() if made == "link" else path.is_dir() == (made == "folder")

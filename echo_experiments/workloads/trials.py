@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.search_space import scale
-from echo_experiments.workloads.registry import validate
 
 
 def unit_point(dimensions: int, study: int, trial: int, seed: int, sampler: str) -> np.ndarray:
@@ -47,11 +46,6 @@ def check_space(space: list[Any], cfg: DictConfig) -> None:
                               "low < high (and > 0 for log, < 1 for log_one_minus)")
 
 
-def searched_values(cfg: DictConfig) -> dict[str, Any]:
-    """The values a run has for its workload's searched keys (a trial's point, or the defaults)."""
-    return {d.key: OmegaConf.select(cfg, d.key) for d in cfg.workload.search_space}
-
-
 def apply_trial(cfg: DictConfig) -> DictConfig:
     """The config of a tuning trial: a copy with the trial's values and its own training seed.
 
@@ -74,12 +68,3 @@ def apply_trial(cfg: DictConfig) -> DictConfig:
     # (study, trial) share it, so they are compared on the same initialisation and data order.
     out.seed = int(np.random.SeedSequence([int(cfg.seed), int(t.study), int(t.trial)]).generate_state(1)[0] >> 1)
     return out
-
-
-def run_config(cfg: DictConfig) -> DictConfig:
-    """The config a run trains with: validated, with a tuning trial's values applied (and validated)."""
-    validate(cfg)
-    trial_cfg = apply_trial(cfg)
-    if trial_cfg is not cfg:
-        validate(trial_cfg)
-    return trial_cfg

@@ -7,7 +7,7 @@ from conftest import compose_config
 
 from echo_experiments.core.schema import ConfigError
 from echo_experiments.core.search_space import scale, unit_position
-from echo_experiments.training.tuning import apply_trial, trial_values, unit_point
+from echo_experiments.workloads.trials import apply_trial, trial_values, unit_point
 
 
 def test_a_trial_is_one_point_of_its_studys_sequence_the_same_every_time():
