@@ -70,7 +70,11 @@ def report(tmp_path_factory):
 
 
 def table(out, name):
-    return pd.read_csv(out / name).set_index(["workload", "placement", "echo_factor", "batch_size", "shuffle_buffer"])
+    """A table of runs with no autopilot, by condition: its autopilot columns are checked to say so and left out."""
+    t = pd.read_csv(out / name)
+    assert not t["echo_auto"].any() and (t["echo_max_factor"] == t["echo_factor"]).all()
+    return (t.drop(columns=["echo_auto", "echo_max_factor"])
+            .set_index(["workload", "placement", "echo_factor", "batch_size", "shuffle_buffer"]))
 
 
 def test_fresh_examples_to_target_table(report):
@@ -142,6 +146,31 @@ def test_ideal_speedup_is_min_of_e_and_r_and_never_below_one(tmp_path):
     assert t.loc[("u", "before_augmentation", 4.0, 64, 0), "ideal_speedup"] == pytest.approx(3.0)
     assert t.loc[("x", "before_augmentation", 4.0, 64, 0), ["R", "ideal_speedup"]].tolist() == [
         pytest.approx(0.5), 1.0]
+
+
+def test_the_autopilot_is_a_condition_of_its_own_columns_and_never_the_baseline(tmp_path):
+    """An autopilot run records echo_factor 1 (it has no echo stage) and its cap in echo_max_factor: its row keeps
+    both, with its placement and echo_auto, so that neither column means two things; it is compared with the
+    baseline, never taken for it, and it is a fixed factor's condition at no cap."""
+    facts = dict(upstream_s_per_batch=0.4, downstream_s_per_step=0.1)  # R = 4
+    for study in range(3):
+        make_run(tmp_path / "runs", f"b{study}", study=study, fresh=1000, seconds=40.0, steps=16, **facts)
+        make_run(tmp_path / "runs", f"f{study}", study=study, placement="after_batching", factor=4.0, fresh=900,
+                 seconds=20.0, steps=56, **facts)
+        make_run(tmp_path / "runs", f"a{study}", study=study, placement="after_batching", factor=1.0, fresh=800,
+                 seconds=16.0, steps=40, echo_auto=True, echo_max_factor=4.0, **facts)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    fresh = pd.read_csv(tmp_path / "out" / "fresh_examples_to_target.csv")
+    shown = {(r.placement, r.echo_factor, r.echo_auto, r.echo_max_factor): r for r in fresh.itertuples()}
+    assert set(shown) == {("none", 1.0, False, 1.0), ("after_batching", 4.0, False, 4.0),
+                          ("after_batching", 1.0, True, 4.0)}
+    assert shown[("after_batching", 1.0, True, 4.0)].fresh_ratio == pytest.approx(0.8)
+    assert shown[("none", 1.0, False, 1.0)].fresh_ratio == pytest.approx(1.0)  # the baseline is the baseline alone
+    assert not shown[("after_batching", 1.0, True, 4.0)].off_factor  # what it chose is its result
+    speed = pd.read_csv(tmp_path / "out" / "speedups.csv").set_index(["placement", "echo_auto"])
+    assert speed.loc[("after_batching", True), ["speedup", "ideal_speedup"]].tolist() == [
+        pytest.approx(2.5), pytest.approx(4.0)]  # its ideal at its cap: min(4, R)
+    assert speed.loc[("after_batching", False), "speedup"] == pytest.approx(2.0)
 
 
 def test_runs_that_shared_the_machine_are_left_out_of_the_speedups_and_named(tmp_path):
@@ -271,8 +300,9 @@ def test_report_has_figures_and_tables(report):
         assert {f"{fig}.png", f"{fig}.svg"} <= names
     text = (report / "report.md").read_text()
     # The table is split to fit a screen, each part led by the condition.
-    assert "| w | before_augmentation | 2 | 64 | 0 | 3 | 2 | 6 | 3 | 1 | 700 |" in text
-    assert "| w | before_augmentation | 2 | 64 | 0 | 500 | not reached | 0.7 | 2.05 | False |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 3 | 2 | 6 | 3 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 1 | 700 | 500 | not reached | 0.7 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 2.05 | False |" in text
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 

@@ -41,7 +41,8 @@ HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_s
               "trainer.checkpoint_every_steps")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
-STUDY = CONDITION + ("echo_auto", "tuning_seed", "study")
+# The autopilot (echo_auto) of another cap (echo_max_factor) is another condition.
+STUDY = CONDITION + ("echo_auto", "echo_max_factor", "tuning_seed", "study")
 
 
 class RunDirInUse(RuntimeError):

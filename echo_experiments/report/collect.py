@@ -17,7 +17,6 @@ import yaml
 from echo_experiments.core.record import CONFIG_BYTES, RecordError, RunRecord, bounded_text, metric_rows
 from echo_experiments.core.rundir import CONFIG, METRICS, SUMMARY
 from echo_experiments.core.search_space import unit_position
-from echo_experiments.report.tables import condition_placement
 
 # The record's fields a trial row holds, in the columns' order.
 TRIAL_FIELDS = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "seed", "study", "trial",
@@ -164,9 +163,10 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
         config = _config(directory)
         trials.append({
             **{k: getattr(record, k) for k in TRIAL_FIELDS},
-            # The autopilot is its own condition, named in the tables by its placement and its cap.
-            **({"placement": condition_placement(record.placement, True), "echo_factor": record.echo_max_factor}
-               if record.echo_auto else {}),
+            # The autopilot is its own condition (tables.CONDITION): its placement, and its cap as the most it may
+            # train an example, where a fixed factor's is its factor.
+            "echo_auto": bool(record.echo_auto),
+            "echo_max_factor": record.echo_max_factor if record.echo_auto else record.echo_factor,
             "study_key": _study_key(record, name), "study_trials": _planned(record, config, "trials"),
             "planned_studies": _planned(record, config, "studies"), "target_metric": target.metric,
             "target_value": target.value, "target_mode": target.mode,

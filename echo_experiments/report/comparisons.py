@@ -8,7 +8,7 @@ import pandas as pd
 
 from echo_experiments.core.rundir import TIMED
 from echo_experiments.report import stats
-from echo_experiments.report.tables import CONDITION, unfinished
+from echo_experiments.report.tables import CONDITION, baseline, unfinished
 
 PAIRED = ["n_draws", "n_neither", "n_fewer", "n_more", "n_same", "n_open", "share_fewer", "ratio_low", "ratio_high",
           "ci_low", "ci_high", "reading"]
@@ -28,10 +28,9 @@ def paired_table(trials: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in t.groupby(CONDITION, sort=True):
         condition = dict(zip(CONDITION, key))
-        if condition["echo_factor"] == 1:
+        if condition["echo_factor"] == 1 and not condition["echo_auto"]:  # the baseline itself
             continue
-        base = t[(t["echo_factor"] == 1) & (t["workload"] == condition["workload"])
-                 & (t["batch_size"] == condition["batch_size"])]
+        base = t[baseline(t) & (t["workload"] == condition["workload"]) & (t["batch_size"] == condition["batch_size"])]
         if base.empty:
             continue
         effect = stats.paired_effect(stats.Pairs.of(g, base))

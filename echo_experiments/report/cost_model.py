@@ -44,7 +44,7 @@ def model_seconds(trials: pd.DataFrame) -> pd.DataFrame:
     per_fresh_batch = np.maximum(costs["upstream_s_per_batch"].to_numpy(float),
                                  bests["echo_factor"].to_numpy(float) * costs["downstream_s_per_step"].to_numpy(float))
     seconds = bests["fresh"].to_numpy(float) / bests["batch_size"].to_numpy(float) * per_fresh_batch
-    chosen = ~bests["placement"].map(tables.has_nominal_factor).to_numpy(bool)
+    chosen = bests["echo_auto"].astype(bool).to_numpy()  # the autopilot's factor is its result: no model
     return bests.assign(model_seconds=np.where(chosen, math.nan, seconds))
 
 

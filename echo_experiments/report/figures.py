@@ -18,9 +18,20 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from echo_experiments.core.placement import Placement
-from echo_experiments.report.tables import CONDITION, condition_placement
+from echo_experiments.report.tables import CONDITION, condition_label
 
-LABELS = {p.value: p.label for p in Placement} | {condition_placement("after_batching", True): "autopilot (cap e)"}
+LABELS = {p.value: p.label for p in Placement} | {condition_label("after_batching", True): "autopilot (cap e)"}
+
+
+def as_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """A table as the figures draw it: the autopilot's condition named by its label (``after_batching_auto``)
+    and placed at its cap on a factor axis, beside the fixed factors. A table without the autopilot's columns
+    is drawn as it is."""
+    if "echo_auto" not in table or "echo_max_factor" not in table:
+        return table
+    auto = table["echo_auto"].astype(bool)
+    return table.assign(placement=[condition_label(p, a) for p, a in zip(table["placement"], auto)],
+                        echo_factor=table["echo_factor"].where(~auto, table["echo_max_factor"]))
 
 
 def _label(placement: str, shuffle_buffer: int = 0) -> str:
@@ -285,7 +296,7 @@ def draw_all(tables: dict[str, pd.DataFrame], notes: Optional[list[str]] = None,
     drawn = {}
     for name, (make, source) in FIGURES.items():
         try:
-            fig = make(tables[source])
+            fig = make(as_shown(tables[source]))
             if fig is not None:
                 fig.canvas.draw()  # scales are resolved here: a log axis with nothing positive fails now
                 _mark_unfinished(fig, tables[source], unfinished)

@@ -16,7 +16,10 @@ from echo_experiments.core.machine import was_alone
 from echo_experiments.core.rundir import CONDITION as _CONDITION
 from echo_experiments.core.rundir import TIMED
 
-CONDITION = list(_CONDITION)
+# A condition: the run's (core/rundir.py), and whether the autopilot chose the factor (echo_auto) with the most
+# examples it may train per fresh one (echo_max_factor: the autopilot's cap; a fixed factor's own e), so that
+# autopilots of other placements or caps are other conditions, and placement and echo_factor keep their meaning.
+CONDITION = [*_CONDITION, "echo_auto", "echo_max_factor"]
 # An echoed condition that trained more than this share off e examples per fresh example at its target did
 # not echo at its nominal factor: its rows are flagged (``off_factor``), and a comparison of it decides nothing.
 FACTOR_TOLERANCE = 0.10
@@ -78,8 +81,19 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator
 
 
+def baseline(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are the baseline's: factor 1, no autopilot (whose stage's factor is 1 too)."""
+    return (rows["echo_factor"] == 1) & ~rows["echo_auto"].astype(bool)
+
+
+def echoed(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are of a condition that may train an example more than once: a fixed factor above 1, or the
+    autopilot with a cap above 1."""
+    return rows["echo_max_factor"] > 1
+
+
 def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
-    base = table[table["echo_factor"] == 1]
+    base = table[baseline(table)]
     return {(r.workload, r.batch_size): r.median for r in base.itertuples()}
 
 
@@ -98,25 +112,20 @@ def fresh_examples_to_target(trials: pd.DataFrame) -> pd.DataFrame:
     reached = trials[trials["status"] == "reached_target"]
     factor = reached.groupby(CONDITION)["effective_echo_factor"].median()
     table["effective_echo_factor"] = [factor.get(tuple(r), math.nan) for r in table[CONDITION].itertuples(index=False)]
+    # The autopilot has no nominal factor: what it chose is its result, not a confound.
     table["off_factor"] = (((table["effective_echo_factor"] / table["echo_factor"] - 1).abs() > FACTOR_TOLERANCE)
-                           & table["placement"].map(has_nominal_factor))
+                           & ~table["echo_auto"].astype(bool))
     return table
 
 
-# The autopilot's condition in the tables: its placement with this suffix, and its cap (the record's
-# echo_max_factor) as its echo_factor, so that autopilots of other placements or caps are other conditions.
+# How a table shown to a reader names the autopilot's condition: its placement with this suffix (the columns
+# keep the placement and echo_auto apart).
 AUTOPILOT = "_auto"
 
 
-def condition_placement(placement: str, auto: bool) -> str:
-    """The placement column of a condition: the autopilot's is marked (``after_batching_auto``)."""
+def condition_label(placement: str, auto: bool) -> str:
+    """A condition's placement as shown: the autopilot's marked (``after_batching_auto``)."""
     return placement + AUTOPILOT if auto else placement
-
-
-def has_nominal_factor(placement: str) -> bool:
-    """Whether a condition's echo_factor is the factor it should echo at: the autopilot's is only its cap, and
-    what it chose is its result, not a confound."""
-    return not placement.endswith(AUTOPILOT)
 
 
 def shared_runs(trials: pd.DataFrame) -> pd.DataFrame:
@@ -166,13 +175,12 @@ def speedups(trials: pd.DataFrame, include_shared: bool = False) -> pd.DataFrame
     on_store = on_timing_store(t)
     timed = on_store[alone(on_store)]
     pace = {key: seconds_per_fresh(g) for key, g in timed.groupby(CONDITION)}
-    baseline = timed[timed["echo_factor"] == 1]
-    base = {key: seconds_per_fresh(g) for key, g in baseline.groupby(["workload", "batch_size"])}
+    base = {key: seconds_per_fresh(g) for key, g in timed[baseline(timed)].groupby(["workload", "batch_size"])}
     table["pace"] = [pace.get(tuple(getattr(r, c) for c in CONDITION), math.nan)
                      / base.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
     ratio = _upstream_ratio(timed)
     table["R"] = [ratio.get((r.workload, r.batch_size), math.nan) for r in table.itertuples()]
-    table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_factor"], table["R"])).where(table["R"].notna())
+    table["ideal_speedup"] = np.maximum(1.0, np.minimum(table["echo_max_factor"], table["R"])).where(table["R"].notna())
     table["efficiency"] = table["speedup"] / table["ideal_speedup"]
     table["store"] = timing_store(trials) or "unknown"
     return table.rename(columns={"median": "median_seconds", "min": "min_seconds", "max": "max_seconds"})
@@ -192,7 +200,7 @@ def seconds_per_fresh(runs: pd.DataFrame) -> float:
 def study_speedups(bests: pd.DataFrame) -> dict[tuple, list[float]]:
     """Per condition, each study's speedup: the baseline's seconds in that study over the condition's (the same
     study's draws), for the studies timed in both."""
-    base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["seconds"]
+    base = bests[baseline(bests)].set_index(["workload", "batch_size", "study_key"])["seconds"]
     pairs: dict[tuple, list[float]] = {}
     for r in bests.itertuples():
         reference = base.get((r.workload, r.batch_size, r.study_key), math.nan)
@@ -271,7 +279,7 @@ def _upstream_ratio(trials: pd.DataFrame) -> dict[tuple, float]:
     """R, the median over the baseline's runs."""
     if "upstream_s_per_batch" not in trials or "downstream_s_per_step" not in trials:
         return {}
-    t = trials[(trials["echo_factor"] == 1)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
+    t = trials[baseline(trials)].dropna(subset=["upstream_s_per_batch", "downstream_s_per_step"])
     return {k: float(v) for k, v in input_ratios(t).groupby([t["workload"], t["batch_size"]]).median().items()}
 
 

@@ -167,7 +167,7 @@ def _caution(check: Check, trials: pd.DataFrame, input_ratio: float) -> str:
     factors = [c.echo_factor for c in check.references if c.echo_factor is not None]
     if check.kind != "within" or not check.candidate.auto or not factors or not input_ratio > max(factors):
         return ""
-    cap = float(evidence.select(trials, check.candidate)["echo_factor"].max())  # the runs' echo.max_factor
+    cap = float(evidence.select(trials, check.candidate)["echo_max_factor"].max())
     if not cap > max(factors):
         return ""
     return (f"R (lowest study {input_ratio:.1f}) lies above every fixed factor compared (at most e={max(factors):g}) "

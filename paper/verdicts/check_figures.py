@@ -64,7 +64,7 @@ def figure(check, trials: pd.DataFrame, runs: Path, input_ratios: tuple[float, f
     if not chosen:
         return None
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True, height_ratios=(2, 1))
-    cap = float(evidence.select(trials, check.candidate)["echo_factor"].max())
+    cap = float(evidence.select(trials, check.candidate)["echo_max_factor"].max())
     for study, run in chosen:
         series = factors(run)
         # each evaluation's factor holds from the evaluation before it (the first from the start)

@@ -16,7 +16,7 @@ Kinds of comparison:
 from dataclasses import dataclass, field
 from typing import Optional
 
-from echo_experiments.report.tables import condition_placement
+import pandas as pd
 
 INCONCLUSIVE, REPRODUCED, NOT_REPRODUCED = "inconclusive", "reproduced", "not reproduced"
 # Against a number the paper publishes (C3's 3.25x), the interval's place beside it, never "reproduced":
@@ -49,10 +49,18 @@ class Condition:
     label: str = ""
     auto: bool = False  # the autopilot at this placement (echo.factor=auto)
 
-    @property
-    def table_placement(self) -> str:
-        """The placement column of its trials (the autopilot's is marked: tables.condition_placement)."""
-        return condition_placement(self.placement, self.auto)
+    def rows(self, table: pd.DataFrame) -> pd.Series:
+        """Which rows of a table with the condition columns (report/tables.py's CONDITION) are this condition's:
+        its placement, the autopilot or not, its factor (the autopilot's: its cap, in echo_max_factor, where a
+        fixed factor's is its factor), batch size and echo shuffle where given."""
+        keep = (table["placement"] == self.placement) & (table["echo_auto"].astype(bool) == self.auto)
+        if self.echo_factor is not None:
+            keep &= table["echo_max_factor"] == self.echo_factor
+        if self.batch_size is not None:
+            keep &= table["batch_size"] == self.batch_size
+        if self.shuffle_buffer is not None and self.placement != "none":
+            keep &= table["shuffle_buffer"] == self.shuffle_buffer
+        return keep
 
     def __str__(self) -> str:
         if self.label:

@@ -20,13 +20,7 @@ from paper.verdicts.claims import NO_LOSS_TOLERANCE, Comparison, Condition
 def select(trials: pd.DataFrame, condition: Condition, timed: bool = False) -> pd.DataFrame:
     """The tuning trials of one condition (timed reruns left out, a trial counting once; with them where
     ``timed``: what a second of training costs is read from every run that had the machine to itself)."""
-    keep = trials["placement"] == condition.table_placement
-    if condition.echo_factor is not None:
-        keep &= trials["echo_factor"] == condition.echo_factor
-    if condition.batch_size is not None:
-        keep &= trials["batch_size"] == condition.batch_size
-    if condition.shuffle_buffer is not None and condition.placement != "none":
-        keep &= trials["shuffle_buffer"] == condition.shuffle_buffer
+    keep = condition.rows(trials)
     return trials[keep] if timed else trials[keep & ~trials["path"].str.startswith(f"{TIMED}/")]
 
 
@@ -41,10 +35,9 @@ def flags(trials: pd.DataFrame, chosen: list[pd.DataFrame], conditions: list[Con
             reasons.append(f"{condition}: no runs")
             continue
         key = rows.iloc[0]
-        match = partial[(partial["placement"] == key.placement) & (partial["echo_factor"] == key.echo_factor)
-                        & (partial["batch_size"] == key.batch_size) & (partial["shuffle_buffer"] == key.shuffle_buffer)]
+        match = partial[np.logical_and.reduce([partial[c] == key[c] for c in tables.CONDITION])]
         reasons += [f"{condition}: {r}" for r in match["reason"]]
-        factor, nominal = _effective_factor(rows), key.echo_factor != 1 and tables.has_nominal_factor(key.placement)
+        factor, nominal = _effective_factor(rows), key.echo_factor != 1 and not key.echo_auto
         if nominal and abs(factor / key.echo_factor - 1) > FACTOR_TOLERANCE:
             off.append(f"{condition} trained {factor:.2f} examples per fresh example at its target, not "
                        f"{key.echo_factor:g}")
@@ -195,10 +188,7 @@ def with_timed(trials: pd.DataFrame, condition: Condition) -> pd.DataFrame:
 
 def per_study_seconds(seconds: pd.DataFrame, condition: Condition) -> pd.Series:
     """One condition's seconds by study, from tables.study_seconds."""
-    keep = seconds["placement"] == condition.table_placement
-    if condition.echo_factor is not None:
-        keep &= seconds["echo_factor"] == condition.echo_factor
-    return seconds.loc[keep].set_index("study_key")["seconds"]
+    return seconds.loc[condition.rows(seconds)].set_index("study_key")["seconds"]
 
 
 def no_loss(trials: pd.DataFrame, comparison: Comparison, censored: bool = True) -> dict:

@@ -17,20 +17,21 @@ CLAIM = "C3"
 def speedups(results: Path, claims: pd.DataFrame) -> pd.DataFrame:
     """The speedups tables (with the model's columns) of C3's folders, each kept to the placements C3 compares."""
     folders = list(dict.fromkeys(claims.loc[claims["claim"] == CLAIM, "evidence"]))
-    placements = {c.a.table_placement for claim in CLAIMS if claim.id == CLAIM for c in claim.comparisons}
+    conditions = {(c.a.placement, c.a.auto) for claim in CLAIMS if claim.id == CLAIM for c in claim.comparisons}
     parts = []
     for folder, trials in results_trials(results, folders).items():
         if trials is None or trials.empty:
             continue
         table = cost_model.with_model(tables.speedups(trials), trials)
-        parts.append(table[table["placement"].isin(placements) | (table["echo_factor"] == 1)])
+        compared = [(p, bool(a)) in conditions for p, a in zip(table["placement"], table["echo_auto"])]
+        parts.append(table[pd.Series(compared, index=table.index, dtype=bool) | tables.baseline(table)])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def write(results: Path, claims: pd.DataFrame) -> Path | None:
     """Draw it into results/figures/ in one step; None (and no file) where no speedup is measured yet."""
     table = speedups(results, claims)
-    fig = figures.wall_clock(table) if not table.empty else None
+    fig = figures.wall_clock(figures.as_shown(table)) if not table.empty else None
     path = results / FILE
     if fig is None:
         path.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from echo_experiments.core.rundir import TIMED
+from echo_experiments.core.rundir import CONDITION, TIMED
 from echo_experiments.report import tables
 
 COLUMNS = ["folder", "workload", "placement", "echo_factor", "batch_size", "shuffle_buffer", "effective_factor",
@@ -43,9 +43,9 @@ def implied(trials: pd.DataFrame, folder: str) -> pd.DataFrame:
     the worth's range over the studies."""
     tuned = trials[~trials["path"].str.startswith(f"{TIMED}/")]  # C3's timed reruns are not trials of their own
     bests = tables.study_bests(tuned)
-    base = bests[bests["echo_factor"] == 1].set_index(["workload", "batch_size", "study_key"])["fresh"]
+    base = bests[tables.baseline(bests)].set_index(["workload", "batch_size", "study_key"])["fresh"]
     rows = []
-    echoed = bests[(bests["echo_factor"] > 1) & bests["placement"].map(tables.has_nominal_factor)]
+    echoed = bests[(bests["echo_factor"] > 1) & ~bests["echo_auto"].astype(bool)]
     for key, group in echoed.groupby(tables.CONDITION, sort=True):
         condition = dict(zip(tables.CONDITION, key))
         references = [base.get((r.workload, r.batch_size, r.study_key), math.nan) for r in group.itertuples()]
@@ -80,11 +80,12 @@ def measure(results: Path, successors: Optional[dict[str, str]] = None) -> pd.Da
                      ignore_index=True)
     if rows.empty:  # an empty frame's row-wise join is a frame, not a column
         return rows
-    same = rows[tables.CONDITION].astype(str).agg("|".join, axis=1) + "|" + rows[RATIOS].astype(str)
+    # A row is a fixed factor's (implied): its condition is the run's, with no autopilot columns.
+    same = rows[list(CONDITION)].astype(str).agg("|".join, axis=1) + "|" + rows[RATIOS].astype(str)
     first = ~same.duplicated()
     rows.loc[first, "also_in"] = [", ".join(rows.loc[(same == key) & ~first, "folder"]) for key in same[first]]
     rows = rows[first].reset_index(drop=True)
-    condition = rows[tables.CONDITION].astype(str).agg("|".join, axis=1)
+    condition = rows[list(CONDITION)].astype(str).agg("|".join, axis=1)
     measured = set(zip(rows["folder"], condition))
     rows["superseded"] = [(successors or {}).get(folder, "") != "" and ((successors or {})[folder], key) in measured
                           for folder, key in zip(rows["folder"], condition)]

@@ -197,7 +197,7 @@ def test_the_timing_band_is_the_widest_ratio_of_one_training_timed_twice_on_one_
     # and bound by the store's waits, so no part of a band even within one.
     assert autopilot_checks.timing_bands({"local": local, "slow": slow}) == {cpu: band}
     assert autopilot_checks.timing_bands({"slow": pd.concat([slow, slow])}) == {}
-    unlike = local.assign(best_metric=local["best_metric"] + np.where(local["echo_factor"] == 8, 1e-4, 0))  # auto
+    unlike = local.assign(best_metric=local["best_metric"] + np.where(local["echo_auto"], 1e-4, 0))
     assert autopilot_checks.timing_bands({"local": unlike}) == {}
     shared = local.assign(other_cores=1.0)  # timings only where a run had the machine to itself
     assert autopilot_checks.timing_bands({"local": shared}) == {}

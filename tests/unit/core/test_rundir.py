@@ -99,11 +99,15 @@ def test_study_best_is_the_fewest_fresh_examples_of_the_same_condition_study_and
     RunDir(tmp_path / "e").write_summary(record(status="pruned", fresh_examples_to_target=None))
     (tmp_path / "f").mkdir()
     (tmp_path / "f" / "summary.json").write_text("{")  # being written: no finished trial
-    RunDir(tmp_path / "g").write_summary(record(fresh_examples_to_target=100, echo_auto=True))  # the autopilot
+    auto = dict(placement="after_batching", echo_auto=True, echo_max_factor=4.0)
+    RunDir(tmp_path / "g").write_summary(record(fresh_examples_to_target=100, **auto))  # the autopilot, cap 4
+    RunDir(tmp_path / "h").write_summary(record(fresh_examples_to_target=300, **auto))
+    RunDir(tmp_path / "i").write_summary(record(fresh_examples_to_target=50, **{**auto, "echo_max_factor": 8.0}))
     condition = {"workload": "w", "placement": "none", "echo_factor": 1.0, "batch_size": 32, "shuffle_buffer": 0,
-                 "echo_auto": False, "tuning_seed": 0, "study": 0}
+                 "echo_auto": False, "echo_max_factor": None, "tuning_seed": 0, "study": 0}
     assert study_best(tmp_path, condition, TARGET) == 400
     assert study_best(tmp_path, {**condition, "study": 2}, TARGET) is None
+    assert study_best(tmp_path, {**condition, **auto}, TARGET) == 100  # another cap is another condition
 
 
 def test_restart_deletes_a_runs_own_folders_and_nothing_where_no_run_was(tmp_path):

@@ -10,7 +10,10 @@ from echo_experiments.report import cost_model, tables
 
 
 def run(placement, factor, study, trial, fresh, up=0.6, down=0.1, alone=True, timed=False):
-    return {"workload": "w", "placement": placement, "echo_factor": factor, "batch_size": 10, "shuffle_buffer": 0,
+    """A trial row; ``<placement>_auto`` is the autopilot at that placement, ``factor`` its cap."""
+    auto = placement.endswith("_auto")
+    return {"workload": "w", "placement": placement.removesuffix("_auto"), "echo_factor": 1.0 if auto else factor,
+            "echo_auto": auto, "echo_max_factor": factor, "batch_size": 10, "shuffle_buffer": 0,
             "study_key": f"s{study}", "trial": trial, "status": "reached_target" if fresh else "not_reached",
             "fresh_examples_to_target": fresh, "steps_to_target": fresh, "seconds_to_target": 50.0,
             "wall_time_s": 60.0, "fresh_examples": 1000, "upstream_s_per_batch": up, "downstream_s_per_step": down,
@@ -48,8 +51,10 @@ def test_a_study_with_no_profile_alone_and_the_autopilot_have_no_model():
     # Another batch size's profile alone is another pipeline's and another step's: it stands in for none of these.
     trials = pd.concat([trials, pd.DataFrame([{**run("none", 1.0, 0, 1, 900), "batch_size": 20}])], ignore_index=True)
     seconds = cost_model.model_seconds(trials)
-    seconds = seconds[seconds["batch_size"] == 10].set_index(["placement", "study_key"])["model_seconds"]
-    assert math.isnan(seconds[("before_batching", "s0")]) and math.isnan(seconds[("none", "s0")])
-    assert math.isnan(seconds[("before_batching_auto", "s1")]) and seconds[("none", "s1")] == pytest.approx(60.0)
-    speed = cost_model.with_model(tables.speedups(trials), trials).set_index("placement")
-    assert math.isnan(speed.loc["before_batching", "model_speedup"])
+    seconds = seconds[seconds["batch_size"] == 10].set_index(["placement", "echo_auto", "study_key"])["model_seconds"]
+    assert math.isnan(seconds[("before_batching", False, "s0")]) and math.isnan(seconds[("none", False, "s0")])
+    assert math.isnan(seconds[("before_batching", True, "s1")])
+    assert seconds[("none", False, "s1")] == pytest.approx(60.0)
+    speed = cost_model.with_model(tables.speedups(trials), trials).set_index(["placement", "echo_auto"])
+    assert math.isnan(speed.loc[("before_batching", False), "model_speedup"])
+    assert math.isnan(speed.loc[("before_batching", True), "model_speedup"])
