@@ -67,6 +67,7 @@ def test_a_baseline_that_reaches_its_target_at_the_first_evaluation_gets_no_spee
     assert "| baseline |" in (tmp_path / "compare.md").read_text() and "speedup" not in proc.stdout.split("|")[-1]
 
 
+@pytest.mark.slow  # about 23 s: `make test-all` runs it
 def test_a_signal_during_compare_is_one_line_that_says_how_to_go_on(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "echo_experiments.compare", *FAST, "storage=emulated",
                              "storage.latency_ms=0.5", "trainer.profile_batches=5", "--out", str(tmp_path)],

@@ -62,6 +62,7 @@ def steps_and_fresh(run_dir):
     return [(r["step"], r["fresh_examples"]) for r in map(json.loads, (run_dir / "metrics.jsonl").open())]
 
 
+@pytest.mark.slow  # about 33 s: `make test-all` runs it
 def test_two_processes_count_the_fresh_examples_one_process_counts(tmp_path):
     procs = start(tmp_path, "trainer.max_fresh_examples=1024", "trainer.eval_every_fresh_examples=512")
     listening = listeners(procs)

@@ -75,6 +75,7 @@ def test_the_wait_share_and_its_class_stand_beside_r_on_a_slow_and_a_fast_input(
     assert (fast.as_dict()["input_wait_share"], fast.as_dict()["input_bound"]) == (0.0, "not input-bound")
 
 
+@pytest.mark.slow  # about 40 s: `make test-all` runs it
 def test_measure_loader_and_the_profiler_give_the_same_R_for_the_built_in_stream(data_dir):
     """Two measurements of one stream and step: the profiler's, in its own run, and measure_loader's, on the stream
     and step built here as the trainer builds them. A slow store (each read waits 4 ms) sets the upstream time."""

@@ -57,6 +57,7 @@ def test_sigterm_ends_the_command_with_one_line_and_status_143(tmp_path):
     assert (tmp_path / "checkpoints").is_dir()
 
 
+@pytest.mark.slow  # about 27 s: `make test-all` runs it
 def test_a_second_ctrl_c_during_a_checkpoint_save_ends_at_once_with_one_line_and_the_rerun_resumes(tmp_path):
     """The first SIGINT stops the loop at its next step, which saves a checkpoint; the second lands in that step or
     save (Orbax's threads and locks), where raising KeyboardInterrupt printed their tracebacks as the process ended.
