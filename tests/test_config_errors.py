@@ -83,7 +83,7 @@ CASES = [
     (["workload.model.depth=9"],
      "workload.model.depth=9 is not allowed: 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110)"),
     (["workload.model.arch=vgg"], "workload.model.arch=vgg is not allowed: one of resnet_cifar, resnet50"),
-    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, min_worth, replay, "
+    (["echo.factr=2"], "echo.factr is not a key: echo has placement, factor, max_factor, cap, min_worth, replay, "
                        "shuffle_buffer"),
     (["workload.model.depht=20"], "workload.model.depht is not a key: workload.model has arch, depth, width"),
     (["echo.factor=1,,2"], "cannot parse override 'echo.factor=1,,2'"),

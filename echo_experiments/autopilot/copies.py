@@ -64,10 +64,14 @@ class ExampleCopies:
 
     def __init__(self, max_factor: float, seed: int, depth: Optional[int] = None):
         self.max_factor, self.seed, self._depth = max_factor, seed, depth
-        self.per_example = max(math.floor(max_factor) - 1, 0)
         self.batches: collections.deque[Batch] = collections.deque()
         self.left: collections.deque[np.ndarray] = collections.deque()  # copies each example may still make
         self.in_pool = 0  # the sum of ``left``
+
+    @property
+    def per_example(self) -> int:
+        """The copies a fresh example brings into the pool at the cap now (a cap that moves: autopilot/cap.py)."""
+        return max(math.floor(self.max_factor) - 1, 0)
 
     @property
     def depth(self) -> int:

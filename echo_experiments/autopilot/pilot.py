@@ -21,6 +21,7 @@ import concurrent.futures
 import time
 from typing import Any, Callable, Optional
 
+from echo_experiments.autopilot.cap import TrendCap
 from echo_experiments.autopilot.copies import BatchCopies, ExampleCopies
 from echo_experiments.autopilot.decisions import COPY, FRESH, RESTORED, RESUMED, STARTS_OVER, Decisions, Replay
 from echo_experiments.autopilot.reader import Reader, Worker, step_done, wait_for_step
@@ -34,12 +35,16 @@ class Autopilot:
     reading thread, keyed by its fresh index; a copy keyed by its copy index, negated). ``saved``: the state a
     checkpoint holds (:meth:`state`), to go on from (``dropped``: the batch read ahead at the save is lost, as
     the trainer's tf.data iterator is saved after it; else the loader reads it again); ``replay``: recorded
-    decisions to make again."""
+    decisions to make again; ``trend``: the cap the autopilot moves itself (cap.py), whose slice of fresh batches
+    is held out here, never handed on (nor counted among the fresh batches)."""
 
     def __init__(self, reader: Reader, copies: BatchCopies | ExampleCopies, saved: Optional[dict] = None,
-                 augment: Optional[Augment] = None, replay: Optional[Replay] = None, dropped: bool = True):
+                 augment: Optional[Augment] = None, replay: Optional[Replay] = None, dropped: bool = True,
+                 trend: Optional[TrendCap] = None):
         saved = saved or {}
-        self.reader, self.pool, self.augment, self.replay = reader, copies, augment, replay
+        self.reader, self.pool, self.augment, self.replay, self.trend = reader, copies, augment, replay, trend
+        if trend is not None:
+            copies.max_factor = trend.cap
         self.fresh_items, self.copies = saved.get("fresh_batches", 0), saved.get("copies", 0)
         self.decisions = Decisions(saved.get("decisions"))
         if saved:  # resumed: the copies start over (and the batch read ahead at the save is dropped, or read again)
@@ -79,6 +84,10 @@ class Autopilot:
             return self.augment(copy, -self.copies) if self.augment else copy
         waiting = time.perf_counter()
         read, batch = self.reader.result(self._pending, between)
+        while self.trend is not None and self.trend.holds_out(self.fresh_items + len(self.trend.slice)):
+            self.trend.hold(batch)  # the slice, never trained on
+            self._pending = self._read()
+            read, batch = self.reader.result(self._pending, between)
         self.input_wait_s += time.perf_counter() - waiting
         self.fresh_items += 1
         self.decisions.add(FRESH)
@@ -126,7 +135,8 @@ class Autopilot:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the autopilot: its counts and decisions so far."""
-        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs}
+        return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs,
+                **({"trend": self.trend.state()} if self.trend is not None else {})}
 
     def settle(self) -> Any:
         """Wait for the read in flight (within the timeout), so the iterator is idle and can be saved; what it read

@@ -56,6 +56,9 @@ _NAMES = {Placement.NONE: ("baseline", "baseline"),
 PLACEMENTS = tuple(p.value for p in Placement)
 # echo.factor's value for the autopilot (autopilot.py): the factor follows the input while training.
 AUTO = "auto"
+# How the autopilot's cap is set: the user's echo.max_factor, or moved within it by held-out progress
+# (autopilot/cap.py).
+CAP_RULES = ("fixed", "trend")
 # The default shuffle after example echoing holds this many batches of copies (EchoSpec.shuffle_size).
 ECHO_SHUFFLE_BATCHES = 10
 
@@ -77,7 +80,8 @@ class EchoSpec:
     shuffle_buffer: Optional[int] = None
     auto: bool = False
     replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
-    max_factor: Optional[float] = None  # with auto: its cap; None without it
+    max_factor: Optional[float] = None  # with auto: its cap (with the trend rule, its bound); None without it
+    cap: str = "fixed"  # with auto: how its cap is set, one of CAP_RULES
 
     @classmethod
     def from_config(cls, echo: Any) -> "EchoSpec":
@@ -85,7 +89,7 @@ class EchoSpec:
         buffer = None if echo.shuffle_buffer is None else int(echo.shuffle_buffer)
         if echo.factor == AUTO:
             return cls(Placement(echo.placement), 1.0, buffer, True, echo.get("replay"),
-                       float(echo.get("max_factor", 1.0)))
+                       float(echo.get("max_factor", 1.0)), echo.get("cap", "fixed"))
         return cls(Placement(echo.placement), float(echo.factor), buffer)
 
     @property

@@ -1,14 +1,16 @@
 """What the loop trains on, behind one interface: the batches as they come, or with ``echo.factor=auto`` the
 autopilot over them (autopilot/pilot.py, the object a user's own loop gets too).
 
-Either way the loop asks the same things: the next batch (given the step in flight), to settle before a
-checkpoint, the state a checkpoint keeps, an evaluation's extra fields, the record's, and to finish and close.
+Either way the loop asks the same things: the next batch (given the step in flight), what to do after a step,
+to settle before a checkpoint, the state a checkpoint keeps, an evaluation's extra fields, the record's, and to
+finish and close.
 """
 
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from echo_experiments.autopilot import decisions
+from echo_experiments.autopilot.cap import TrendCap
 from echo_experiments.autopilot.copies import BatchCopies, ExampleCopies
 from echo_experiments.autopilot.pilot import Autopilot
 from echo_experiments.core.placement import EchoSpec
@@ -25,6 +27,9 @@ class Plain:
 
     def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict:
         return self.batches.next(between)
+
+    def after_step(self, step: int, state: Any) -> None:
+        """Step ``step`` is done (dispatched), leaving the train state ``state``."""
 
     def settle(self) -> None:
         """Nothing is read ahead between calls: the iterator is idle, ready to be saved."""
@@ -49,11 +54,18 @@ class Plain:
 class Autopiloted(Plain):
     """The autopilot over the batches: copies in the input's gaps, its decisions recorded."""
 
-    def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int):
-        self.pilot, self.echo, self.batch_size = pilot, echo, batch_size
+    def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int,
+                 slice_loss: Optional[Callable[[Any, list], float]] = None):
+        self.pilot, self.echo, self.batch_size, self.slice_loss = pilot, echo, batch_size, slice_loss
 
     def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict:
         return self.pilot.next(between, running)
+
+    def after_step(self, step: int, state: Any) -> None:
+        """With the trend rule, at the end of each window the held-out slice's loss moves the cap (cap.py)."""
+        trend = self.pilot.trend
+        if trend is not None and trend.due(step):
+            self.pilot.pool.max_factor = trend.update(self.slice_loss(state, trend.slice))
 
     def settle(self) -> None:
         self.pilot.settle()
@@ -62,7 +74,8 @@ class Autopiloted(Plain):
         return self.pilot.state()
 
     def at_evaluation(self, trained: int, fresh: int) -> dict[str, Any]:
-        return {"delivered_per_fresh": trained / max(1, fresh)}  # the factor it chose since the last evaluation
+        cap = {"echo_cap": self.pilot.pool.max_factor} if self.pilot.trend is not None else {}  # the cap it chose
+        return {"delivered_per_fresh": trained / max(1, fresh), **cap}  # the factor it chose since the last one
 
     def record(self) -> dict[str, Any]:
         return {"echo_copied_batches": self.pilot.copies}
@@ -83,11 +96,14 @@ def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
 
 
 def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
-                   replay: Optional[decisions.Replay]) -> Plain:
+                   replay: Optional[decisions.Replay], slice_loss: Callable[[Any, list], float]) -> Plain:
     """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
-    from ``saved`` (its state in a checkpoint; empty: from the start)."""
+    from ``saved`` (its state in a checkpoint; empty: from the start). ``slice_loss(state, batches)``: the model's
+    mean loss on batches it never trains on, which the trend rule's cap follows (echo.cap=trend)."""
     if not pipeline.echo.auto:
         return Plain(batches)
-    pilot = Autopilot(batches, copies_for(pipeline.echo, pipeline.seed), saved,
-                      stream.augment_batches(workload, pipeline), replay)
-    return Autopiloted(pilot, pipeline.echo, pipeline.batch_size)
+    echo = pipeline.echo
+    trend = TrendCap(echo.max_factor, saved.get("trend")) if echo.cap == "trend" else None
+    pilot = Autopilot(batches, copies_for(echo, pipeline.seed), saved, stream.augment_batches(workload, pipeline),
+                      replay, trend=trend)
+    return Autopiloted(pilot, echo, pipeline.batch_size, slice_loss)

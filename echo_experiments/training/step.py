@@ -92,6 +92,15 @@ def make_train_step(workload: Any, tx: optax.GradientTransformation, compute_dty
     return train_step
 
 
+def make_slice_loss(workload: Any, compute_dtype: Any = jnp.float32):
+    """``(params, model_state, batch) -> loss``, compiled: the loss the train step takes on a batch, without a
+    step, its dropout keyed by one fixed key, so that a batch measured window after window differs only by the
+    model (the autopilot's held-out slice, autopilot/cap.py)."""
+    key = jax.random.PRNGKey(0)
+    return jax.jit(lambda params, model_state, batch: _loss(workload, _cast(params, compute_dtype), model_state,
+                                                             batch, key)[0])
+
+
 def _dot(a: Any, b: Any) -> jax.Array:
     return sum(jnp.vdot(x.astype(jnp.float32), y.astype(jnp.float32)) for x, y in zip(jax.tree.leaves(a),
                                                                                     jax.tree.leaves(b)))

@@ -42,7 +42,7 @@ from echo_experiments.training.clocks import Clocks, ClockState
 from echo_experiments.training.events import Events
 from echo_experiments.training.inputs import Plain, trainer_inputs
 from echo_experiments.training.loop_state import LoopState
-from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_train_step
+from echo_experiments.training.step import TrainState, initial_state, learning_rates, make_slice_loss, make_train_step
 from echo_experiments.training.stops import Budget, Divergence, Evaluation, Outcome, Pruning, Stops, TargetReached
 from echo_experiments.training.waits import Batches, InputLost, PeerLost, input_source
 from echo_experiments.workloads import make
@@ -156,6 +156,7 @@ class Trainer:
         self.inputs: Optional[Plain] = None  # the batches, or the autopilot over them (inputs.py)
         self.worth: Optional[worth.Plain] = None  # the step, with the copy-worth estimate (trainer.copy_worth_every)
         self.facts: Optional[timing.Timing] = None  # upstream and downstream time, profiled before training
+        self._slice_step: Optional[Callable] = None  # the held-out slice's loss, compiled when first measured
         self.phase: Optional[str] = "starting"  # what the run does before its first evaluation (starting())
         self.at = (0, 0)  # the step and the fresh examples so far, for that line
         self.replay = decisions.replay(spec.pipeline.echo, spec.pipeline.batch_size)  # its errors before compiling
@@ -247,7 +248,8 @@ class Trainer:
             clocks = Clocks(clock_state)
             self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source,
                                                           self.workload.train_source),
-                                                  self.spec.pipeline, self.workload, loop.autopilot, self.replay)
+                                                  self.spec.pipeline, self.workload, loop.autopilot, self.replay,
+                                                  self._slice_loss)
             step = self._loop(state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
         inputs.finish(self.run_dir.path if self.mesh.writes_run_dir else None)
@@ -279,6 +281,7 @@ class Trainer:
                 state, loss = self.worth.step(state, self.mesh.put_batch(batch), rate, count - before, step)
             losses.append(loss)
             step += 1
+            inputs.after_step(step, state)
             self.at = (step, count)
             bar.update(count - before if t.max_fresh_examples else 1)
             spent = self.stops.budget_spent(step, count)
@@ -299,6 +302,14 @@ class Trainer:
                                           LoopState.save(loop, outcome, clock_state), gradient)
         bar.close()
         return step
+
+    def _slice_loss(self, state: TrainState, batches: list) -> float:
+        """The model's mean loss on batches it never trained on: the autopilot's slice (echo.cap=trend)."""
+        if self._slice_step is None:
+            self._slice_step = make_slice_loss(self.workload, self.workload.compute_dtype)
+        trained = [{k: v for k, v in b.items() if k != "read_id"} for b in batches]
+        losses = [self._slice_step(state.params, state.model_state, self.mesh.put_batch(b)) for b in trained]
+        return float(np.mean(jax.device_get(losses)))
 
     def _evaluate(self, state, step: int, count: int, losses: list, loop: LoopState, outcome: Outcome,
                   clocks: Clocks, bar) -> None:

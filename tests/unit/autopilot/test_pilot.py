@@ -231,3 +231,20 @@ def test_a_record_that_copies_where_nothing_can_be_copied_is_refused():
                                           "can be copied"):
         auto.next()
     auto.close()
+
+
+def test_with_the_trend_rule_one_fresh_batch_in_fifty_is_held_out_never_handed_on_nor_counted():
+    from echo_experiments.autopilot.cap import HOLD_OUT_EVERY, SLICE_BATCHES, START, TrendCap
+
+    bounded = Autopilot(Reader(iter([]), 10, "a test input"), BatchCopies(8.0), trend=TrendCap(8.0))
+    assert bounded.pool.max_factor == START  # the pool copies within the cap the rule has, not within its bound
+    bounded.close()
+    trend = TrendCap(1.0)  # a bound of 1: no copy, so every batch handed on is fresh
+    reader = Reader(iter([{"read_id": np.arange(10) + 10 * i} for i in range(260)]), 10, "a test input")
+    loop = Autopilot(reader, BatchCopies(8.0), trend=trend)
+    handed = [ids(loop.next()) for _ in range(260 - SLICE_BATCHES)]
+    held = [HOLD_OUT_EVERY * k - 1 for k in range(1, SLICE_BATCHES + 1)]  # batches 49, 99, 149 and 199 of the input
+    assert [ids(b) for b in trend.slice] == held and not set(held) & set(handed)
+    assert handed == [i for i in range(260) if i not in held] and loop.fresh_items == 260 - SLICE_BATCHES
+    assert loop.state()["trend"] == {"cap": 1.0, "windows": 0} and loop.copies == 0
+    loop.close()
