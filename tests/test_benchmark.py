@@ -27,6 +27,7 @@ def test_benchmark_writes_its_three_tables(tmp_path):
     assert "| trainer (fit), echo.factor=auto after batching |" in text
 
 
+@pytest.mark.slow  # about 31 s: `make test-all` runs it
 def test_the_trial_table_alone_times_the_step_and_an_evaluation_at_each_eval_batch_size(tmp_path):
     out = tmp_path / "trial.md"
     proc = subprocess.run([sys.executable, "-m", "echo_experiments.benchmark", "--tables", "trial", "--repeats", "1",

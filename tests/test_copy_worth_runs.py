@@ -12,6 +12,7 @@ WORTH = ("copy_worth_alignment", "copy_worth_loss_ratio", "copy_worth_noise", "c
          "copy_worth_copy_share", "copy_worth_copy_steps")
 
 
+@pytest.mark.slow  # about 20 s: `make test-all` runs it
 def test_a_run_with_the_estimate_trains_as_one_without_it_and_says_what_a_copy_was_worth(tmp_path):
     plain = train(compose_config(*ECHOED), tmp_path / "plain")
     probed = train(compose_config(*ECHOED, "trainer.copy_worth_every=4"), tmp_path / "probed")

@@ -211,6 +211,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # about 23 s: `make test-all` runs it
 def test_a_dispatcher_without_workers_ends_the_run_within_the_timeout_timing_facts_included(tmp_path):
     port = _free_port()
     dispatcher = subprocess.Popen([sys.executable, "-m", "echo_experiments.service", "dispatcher", "--port",

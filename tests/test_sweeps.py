@@ -140,6 +140,7 @@ def test_sweeps_run_under_parallel_launchers(tmp_path, launcher):
     assert len(firsts) == 3  # each job's first line says which folder its number is
 
 
+@pytest.mark.slow  # about 22 s: `make test-all` runs it
 def test_a_signal_to_a_sweep_of_parallel_jobs_checkpoints_each_running_job_and_starts_no_other(tmp_path):
     # Three jobs, two at a time, far from their end when the SIGTERM comes and with no periodic checkpoint.
     args = [sys.executable, "-m", "echo_experiments", "-m", *FAST, "trainer.stop_at_target=false",

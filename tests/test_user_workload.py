@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from echo_experiments.cli.plan import check_command_line
 
@@ -105,6 +106,7 @@ def test_mistakes_in_a_users_config_are_found_before_any_job_runs(tmp_path, monk
                                                                 "workload.task=nowhere:Thing"])
 
 
+@pytest.mark.slow  # about 23 s: `make test-all` runs it
 def test_a_decode_that_breaks_the_contract_ends_the_run_with_one_line_naming_what_to_fix(tmp_path):
     dropped = one_error_line(_user_run(tmp_path / "c", SEARCH, "workload=fashion_mlp",
                                        "workload.task=broken:DropsReadIds"))
