@@ -265,8 +265,7 @@ class Store:
 
     def _emulated(self, items: tf.data.Dataset) -> tf.data.Dataset:
         st = self.storage
-        return self._threads(emulated(items, st.latency_ms, st.bandwidth_mb_s, st.parallel_reads,
-                                      None if st.latency_schedule is None else [list(p) for p in st.latency_schedule]))
+        return self._threads(emulated(items, st.latency_ms, st.bandwidth_mb_s, st.parallel_reads, st.latency_schedule))
 
     def _threads(self, items: tf.data.Dataset) -> tf.data.Dataset:
         # Reads mostly wait: each request in flight needs a thread of its own, beside the CPU-bound stages.

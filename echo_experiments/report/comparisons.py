@@ -28,7 +28,7 @@ def paired_table(trials: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in t.groupby(CONDITION, sort=True):
         condition = dict(zip(CONDITION, key))
-        if condition["echo_factor"] == 1 and not condition["echo_auto"]:  # the baseline itself
+        if baseline(g).iloc[0]:  # the baseline itself
             continue
         base = t[baseline(t) & (t["workload"] == condition["workload"]) & (t["batch_size"] == condition["batch_size"])]
         if base.empty:

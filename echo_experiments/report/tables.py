@@ -86,12 +86,6 @@ def baseline(rows: pd.DataFrame) -> pd.Series:
     return (rows["echo_factor"] == 1) & ~rows["echo_auto"].astype(bool)
 
 
-def echoed(rows: pd.DataFrame) -> pd.Series:
-    """Which rows are of a condition that may train an example more than once: a fixed factor above 1, or the
-    autopilot with a cap above 1."""
-    return rows["echo_max_factor"] > 1
-
-
 def _baseline_medians(table: pd.DataFrame) -> dict[tuple, float]:
     base = table[baseline(table)]
     return {(r.workload, r.batch_size): r.median for r in base.itertuples()}
