@@ -130,18 +130,22 @@ def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(t
         train(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
 
 
-def test_the_trend_rule_moves_its_cap_within_its_bound_by_the_held_out_slices_loss(tmp_path, monkeypatch):
-    """echo.cap=trend: four fresh batches (one in 50) held out, neither trained on nor counted; from then every 40
-    steps the slice's loss moves the cap within 1 and echo.max_factor, and each evaluation row says the cap it had."""
-    from echo_experiments.autopilot.cap import START, TrendCap
+@pytest.mark.parametrize("rule", ["trend", "paired"])
+def test_a_moving_cap_moves_within_its_bound_by_the_held_out_slices_loss(rule, tmp_path, monkeypatch):
+    """echo.cap=trend or paired: four fresh batches (one in 50) held out, neither trained on nor counted; from then
+    every 40 steps the slice's loss and the window's seconds of training move the cap within 1 and
+    echo.max_factor, and each evaluation row says the cap it had."""
+    from echo_experiments.autopilot.cap import RULES, START
 
-    measured, update = [], TrendCap.update
-    monkeypatch.setattr(TrendCap, "update", lambda self, loss: measured.append(loss) or update(self, loss))
-    record = train(compose_config(*SLOW, "echo.cap=trend", "echo.max_factor=8"), tmp_path)
+    measured, update = [], RULES[rule].update
+    monkeypatch.setattr(RULES[rule], "update",
+                        lambda self, loss, seconds: measured.append((loss, seconds)) or update(self, loss, seconds))
+    record = train(compose_config(*SLOW, f"echo.cap={rule}", "echo.max_factor=8"), tmp_path)
     rows = metric_rows(tmp_path)
     assert record.fresh_examples == 10240  # exact: the slice is read but never counted
     assert record.steps == record.fresh_examples // 32 + record.echo_copied_batches and record.echo_max_factor == 8
-    assert measured and all(0 < loss < 10 for loss in measured)  # the slice's mean loss, window by window
+    assert len(measured) > 2 and all(0 < loss < 10 for loss, _ in measured)  # the slice's mean loss, window by window
+    assert all(0 < seconds < 60 for _, seconds in measured[1:])  # seconds of training since the window began
     assert rows[0]["echo_cap"] == START and all(1 <= row["echo_cap"] <= 8 for row in rows)
     assert all(row["examples_trained"] <= 8 * row["fresh_examples"] for row in rows)
 

@@ -120,7 +120,7 @@ CASES = [
     (["trainer.stop_at_target=2"], "trainer.stop_at_target=2 is not allowed: true or false"),
     (["trainer.tensorboard=yes"], "trainer.tensorboard=yes is not allowed: true or false"),
     (["trainer.restart=1"], "trainer.restart=1 is not allowed: true or false"),
-    (["echo.cap=sometimes"], "echo.cap=sometimes is not allowed: one of fixed, trend (with echo.factor=auto"),
+    (["echo.cap=sometimes"], "echo.cap=sometimes is not allowed: one of fixed, trend, paired (with echo.factor=auto"),
     (["echo.cap=trend"], "echo.cap=trend is not allowed: fixed unless echo.factor=auto"),
     # Data directories: a mistyped one is refused, never created.
     (["data.dir=/nonexistent/tfds"], "data.dir=/nonexistent/tfds is not allowed: null ($TFDS_DATA_DIR, else "

@@ -21,7 +21,7 @@ import concurrent.futures
 import time
 from typing import Any, Callable, Optional
 
-from echo_experiments.autopilot.cap import TrendCap
+from echo_experiments.autopilot.cap import CapRule
 from echo_experiments.autopilot.copies import BatchCopies, ExampleCopies
 from echo_experiments.autopilot.decisions import COPY, FRESH, RESTORED, RESUMED, STARTS_OVER, Decisions, Replay
 from echo_experiments.autopilot.reader import Reader, Worker, step_done, wait_for_step
@@ -35,18 +35,19 @@ class Autopilot:
     reading thread, keyed by its fresh index; a copy keyed by its copy index, negated). ``saved``: the state a
     checkpoint holds (:meth:`state`), to go on from (``dropped``: the batch read ahead at the save is lost, as
     the trainer's tf.data iterator is saved after it; else the loader reads it again); ``replay``: recorded
-    decisions to make again; ``trend``: the cap the autopilot moves itself (cap.py), whose slice of fresh batches
-    is held out here, never handed on (nor counted among the fresh batches)."""
+    decisions to make again; ``cap_rule``: the cap the autopilot moves itself (cap.py), whose slice of fresh
+    batches is held out here, never handed on (nor counted among the fresh batches)."""
 
     def __init__(self, reader: Reader, copies: BatchCopies | ExampleCopies, saved: Optional[dict] = None,
                  augment: Optional[Augment] = None, replay: Optional[Replay] = None, dropped: bool = True,
-                 trend: Optional[TrendCap] = None):
+                 cap_rule: Optional[CapRule] = None):
         saved = saved or {}
-        self.reader, self.pool, self.augment, self.replay, self.trend = reader, copies, augment, replay, trend
-        if trend is not None:
-            copies.max_factor = trend.cap
+        self.reader, self.pool, self.augment, self.replay, self.cap_rule = reader, copies, augment, replay, cap_rule
         self.fresh_items, self.copies = saved.get("fresh_batches", 0), saved.get("copies", 0)
         self.decisions = Decisions(saved.get("decisions"))
+        self._span: Optional[tuple[int, int, float]] = None  # (fresh batches, copies, factor) as a span began
+        if cap_rule is not None:
+            self.hold_to(cap_rule.copying(), cap_rule.SPANS)
         if saved:  # resumed: the copies start over (and the batch read ahead at the save is dropped, or read again)
             self.decisions.add(RESUMED if dropped else RESTORED)
         if replay is not None:
@@ -84,8 +85,8 @@ class Autopilot:
             return self.augment(copy, -self.copies) if self.augment else copy
         waiting = time.perf_counter()
         read, batch = self.reader.result(self._pending, between)
-        while self.trend is not None and self.trend.holds_out(self.fresh_items + len(self.trend.slice)):
-            self.trend.hold(batch)  # the slice, never trained on
+        while self.cap_rule is not None and self.cap_rule.holds_out(self.fresh_items + len(self.cap_rule.slice)):
+            self.cap_rule.hold(batch)  # the slice, never trained on
             self._pending = self._read()
             read, batch = self.reader.result(self._pending, between)
         self.input_wait_s += time.perf_counter() - waiting
@@ -99,7 +100,7 @@ class Autopilot:
     def _by_clock(self, running: Any) -> Any:
         """What to copy now (None: nothing, take the fresh batch): a candidate while no fresh batch is ready and
         the step in flight is done; while both are busy, whichever is done first decides."""
-        candidate = None if self._pending.done() else self.pool.candidate()
+        candidate = None if self._pending.done() or not self._span_open() else self.pool.candidate()
         if candidate is not None and not step_done(running):
             pending = self._pending
             step_over = self._watch.submit(lambda: wait_for_step(running, lambda: pending.done() or self._closed))
@@ -107,6 +108,20 @@ class Autopilot:
                                     return_when=concurrent.futures.FIRST_COMPLETED)
             candidate = None if self._pending.done() else candidate
         return candidate
+
+    def hold_to(self, factor: float, over_span: bool = False) -> None:
+        """From now, no batch or example trained more than ``factor`` times; with ``over_span``, also no more than
+        ``factor`` batches handed on per fresh one from now until the next call (a moving cap's window, cap.py)."""
+        self.pool.max_factor = factor
+        self._span = (self.fresh_items, self.copies, factor) if over_span else None
+
+    def _span_open(self) -> bool:
+        """Whether one more copy keeps the span's batches per fresh one within its factor (no span: always)."""
+        if self._span is None:
+            return True
+        fresh, copies, factor = self._span
+        fresh = self.fresh_items - fresh
+        return fresh + self.copies - copies + 1 <= factor * fresh
 
     def _planned(self, between: Callable[[], None]) -> Optional[str]:
         """The replayed record's next decision (None: the clock's), after the resumptions it records: each drops
@@ -136,7 +151,7 @@ class Autopilot:
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the autopilot: its counts and decisions so far."""
         return {"fresh_batches": self.fresh_items, "copies": self.copies, "decisions": self.decisions.runs,
-                **({"trend": self.trend.state()} if self.trend is not None else {})}
+                **({"cap_rule": self.cap_rule.state()} if self.cap_rule is not None else {})}
 
     def settle(self) -> Any:
         """Wait for the read in flight (within the timeout), so the iterator is idle and can be saved; what it read

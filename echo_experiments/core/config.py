@@ -65,10 +65,10 @@ class EchoConfig:
     # With factor auto: nothing trained more than this many times (its copies included).
     max_factor: float = setting(4.0, f"a real number >= 1 and <= {MAX_FACTOR} (the cap of echo.factor=auto)",
                                 real(1, MAX_FACTOR))
-    # With factor auto: fixed, the cap is max_factor; trend, the autopilot moves its cap between 1 and max_factor by
-    # the loss of a slice of fresh batches it holds out, window by window (autopilot/cap.py).
-    cap: str = setting("fixed", "one of fixed, trend (with echo.factor=auto: the cap is echo.max_factor, or moves "
-                       "within it by held-out progress)", one_of(*CAP_RULES))
+    # With factor auto: fixed, the cap is max_factor; trend or paired, the autopilot moves its cap between 1 and
+    # max_factor by the loss of a slice of fresh batches it holds out, window by window (autopilot/cap.py).
+    cap: str = setting("fixed", "one of fixed, trend, paired (with echo.factor=auto: the cap is echo.max_factor, or "
+                       "moves within it by held-out progress)", one_of(*CAP_RULES))
     # With factor auto: copies only while the copy-worth estimate (training/worth.py) says one is worth this much.
     # Kept so that every committed run's config.yaml still reads; nothing reads it while no estimate is chosen.
     min_worth: float = setting(0.0, "0 while no copy-worth estimate is chosen", real(0, 1))

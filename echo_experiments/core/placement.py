@@ -58,7 +58,7 @@ PLACEMENTS = tuple(p.value for p in Placement)
 AUTO = "auto"
 # How the autopilot's cap is set: the user's echo.max_factor, or moved within it by held-out progress
 # (autopilot/cap.py).
-CAP_RULES = ("fixed", "trend")
+CAP_RULES = ("fixed", "trend", "paired")
 # The default shuffle after example echoing holds this many batches of copies (EchoSpec.shuffle_size).
 ECHO_SHUFFLE_BATCHES = 10
 
@@ -80,7 +80,7 @@ class EchoSpec:
     shuffle_buffer: Optional[int] = None
     auto: bool = False
     replay: Optional[str] = None  # with auto: a run whose decisions to make again (decisions.py)
-    max_factor: Optional[float] = None  # with auto: its cap (with the trend rule, its bound); None without it
+    max_factor: Optional[float] = None  # with auto: its cap (with a moving cap, its bound); None without it
     cap: str = "fixed"  # with auto: how its cap is set, one of CAP_RULES
 
     @classmethod

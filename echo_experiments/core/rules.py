@@ -48,7 +48,7 @@ def check_rules(cfg: DictConfig) -> None:
                           "decisions are recorded)")
     if cfg.echo.cap != "fixed" and (cfg.echo.factor != AUTO or cfg.echo.replay is not None):
         raise ConfigError("echo.cap", cfg.echo.cap, "fixed unless echo.factor=auto, and fixed with echo.replay (a "
-                          "replay makes recorded decisions again; the trend rule's cap follows the training)")
+                          "replay makes recorded decisions again; a moving cap follows the training)")
     st = cfg.storage
     if st.latency_schedule is not None and st.kind != "emulated":
         raise ConfigError("storage.latency_schedule", list(st.latency_schedule), "null unless storage.kind=emulated")

@@ -6,11 +6,14 @@ to settle before a checkpoint, the state a checkpoint keeps, an evaluation's ext
 finish and close.
 """
 
+import math
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import jax
+
 from echo_experiments.autopilot import decisions
-from echo_experiments.autopilot.cap import TrendCap
+from echo_experiments.autopilot.cap import cap_rule
 from echo_experiments.autopilot.copies import BatchCopies, ExampleCopies
 from echo_experiments.autopilot.pilot import Autopilot
 from echo_experiments.core.placement import EchoSpec
@@ -55,17 +58,24 @@ class Autopiloted(Plain):
     """The autopilot over the batches: copies in the input's gaps, its decisions recorded."""
 
     def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int,
-                 slice_loss: Optional[Callable[[Any, list], float]] = None):
-        self.pilot, self.echo, self.batch_size, self.slice_loss = pilot, echo, batch_size, slice_loss
+                 slice_loss: Optional[Callable[[Any, list], float]] = None,
+                 clock: Optional[Callable[[], float]] = None):
+        self.pilot, self.echo, self.batch_size, self.slice_loss, self.clock = pilot, echo, batch_size, slice_loss, clock
+        self.window_began = math.nan  # seconds of training as the moving cap's window began (none yet: nan)
 
     def next(self, between: Callable[[], None] = lambda: None, running: Any = None) -> dict:
         return self.pilot.next(between, running)
 
     def after_step(self, step: int, state: Any) -> None:
-        """With the trend rule, at the end of each window the held-out slice's loss moves the cap (cap.py)."""
-        trend = self.pilot.trend
-        if trend is not None and trend.due(step):
-            self.pilot.pool.max_factor = trend.update(self.slice_loss(state, trend.slice))
+        """With a moving cap, at the end of each window the held-out slice's loss and the window's seconds of
+        training (the step finished, the slice's measuring left out) move the cap (cap.py)."""
+        rule = self.pilot.cap_rule
+        if rule is not None and rule.due(step):
+            jax.block_until_ready(state)
+            ended = self.clock()
+            rule.update(self.slice_loss(state, rule.slice), ended - self.window_began)
+            self.window_began = self.clock()
+            self.pilot.hold_to(rule.copying(), rule.SPANS)
 
     def settle(self) -> None:
         self.pilot.settle()
@@ -74,7 +84,8 @@ class Autopiloted(Plain):
         return self.pilot.state()
 
     def at_evaluation(self, trained: int, fresh: int) -> dict[str, Any]:
-        cap = {"echo_cap": self.pilot.pool.max_factor} if self.pilot.trend is not None else {}  # the cap it chose
+        rule = self.pilot.cap_rule
+        cap = {"echo_cap": rule.cap} if rule is not None else {}  # the cap it chose
         return {"delivered_per_fresh": trained / max(1, fresh), **cap}  # the factor it chose since the last one
 
     def record(self) -> dict[str, Any]:
@@ -96,14 +107,16 @@ def copies_for(echo: EchoSpec, seed: int) -> BatchCopies | ExampleCopies:
 
 
 def trainer_inputs(batches: Batches, pipeline: PipelineSpec, workload: Any, saved: dict,
-                   replay: Optional[decisions.Replay], slice_loss: Callable[[Any, list], float]) -> Plain:
+                   replay: Optional[decisions.Replay], slice_loss: Callable[[Any, list], float],
+                   clock: Callable[[], float]) -> Plain:
     """The trainer's input: ``batches`` as they come, or with echo.factor=auto the autopilot over them, going on
     from ``saved`` (its state in a checkpoint; empty: from the start). ``slice_loss(state, batches)``: the model's
-    mean loss on batches it never trains on, which the trend rule's cap follows (echo.cap=trend)."""
+    mean loss on batches it never trains on, which a moving cap follows (echo.cap=trend or paired), with ``clock()``
+    the seconds of training so far."""
     if not pipeline.echo.auto:
         return Plain(batches)
     echo = pipeline.echo
-    trend = TrendCap(echo.max_factor, saved.get("trend")) if echo.cap == "trend" else None
+    rule = cap_rule(echo.cap, echo.max_factor, saved.get("cap_rule"))
     pilot = Autopilot(batches, copies_for(echo, pipeline.seed), saved, stream.augment_batches(workload, pipeline),
-                      replay, trend=trend)
-    return Autopiloted(pilot, echo, pipeline.batch_size, slice_loss)
+                      replay, cap_rule=rule)
+    return Autopiloted(pilot, echo, pipeline.batch_size, slice_loss, clock)

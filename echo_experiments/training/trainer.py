@@ -249,7 +249,7 @@ class Trainer:
             self.inputs = inputs = trainer_inputs(Batches(self.iterator, self.t.timeout_s, self.source,
                                                           self.workload.train_source),
                                                   self.spec.pipeline, self.workload, loop.autopilot, self.replay,
-                                                  self._slice_loss)
+                                                  self._slice_loss, clocks.training)
             step = self._loop(state, fresh, loop, outcome, clocks, inputs)
         inputs.close()
         inputs.finish(self.run_dir.path if self.mesh.writes_run_dir else None)
@@ -304,7 +304,7 @@ class Trainer:
         return step
 
     def _slice_loss(self, state: TrainState, batches: list) -> float:
-        """The model's mean loss on batches it never trained on: the autopilot's slice (echo.cap=trend)."""
+        """The model's mean loss on batches it never trained on: the autopilot's slice (a moving cap's)."""
         if self._slice_step is None:
             self._slice_step = make_slice_loss(self.workload, self.workload.compute_dtype)
         trained = [{k: v for k, v in b.items() if k != "read_id"} for b in batches]

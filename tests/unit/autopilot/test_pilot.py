@@ -233,18 +233,45 @@ def test_a_record_that_copies_where_nothing_can_be_copied_is_refused():
     auto.close()
 
 
-def test_with_the_trend_rule_one_fresh_batch_in_fifty_is_held_out_never_handed_on_nor_counted():
+def test_with_a_moving_cap_one_fresh_batch_in_fifty_is_held_out_never_handed_on_nor_counted():
     from echo_experiments.autopilot.cap import HOLD_OUT_EVERY, SLICE_BATCHES, START, TrendCap
 
-    bounded = Autopilot(Reader(iter([]), 10, "a test input"), BatchCopies(8.0), trend=TrendCap(8.0))
+    bounded = Autopilot(Reader(iter([]), 10, "a test input"), BatchCopies(8.0), cap_rule=TrendCap(8.0))
     assert bounded.pool.max_factor == START  # the pool copies within the cap the rule has, not within its bound
     bounded.close()
     trend = TrendCap(1.0)  # a bound of 1: no copy, so every batch handed on is fresh
     reader = Reader(iter([{"read_id": np.arange(10) + 10 * i} for i in range(260)]), 10, "a test input")
-    loop = Autopilot(reader, BatchCopies(8.0), trend=trend)
+    loop = Autopilot(reader, BatchCopies(8.0), cap_rule=trend)
     handed = [ids(loop.next()) for _ in range(260 - SLICE_BATCHES)]
     held = [HOLD_OUT_EVERY * k - 1 for k in range(1, SLICE_BATCHES + 1)]  # batches 49, 99, 149 and 199 of the input
     assert [ids(b) for b in trend.slice] == held and not set(held) & set(handed)
     assert handed == [i for i in range(260) if i not in held] and loop.fresh_items == 260 - SLICE_BATCHES
-    assert loop.state()["trend"] == {"cap": 1.0, "windows": 0} and loop.copies == 0
+    assert loop.state()["cap_rule"] == {"cap": 1.0, "windows": 0} and loop.copies == 0
     loop.close()
+
+
+def test_a_span_holds_copies_to_its_factor_per_fresh_batch_whatever_the_pool_still_holds():
+    """Paired spans' half windows: copies pooled at a higher cap are not drawn past the span's factor."""
+    from echo_experiments.autopilot.cap import PairedCap
+
+    gate = Gate()
+    auto = Autopilot(Reader(gate, 10, "a test input"), ExampleCopies(8.0, seed=0, depth=1),
+                     cap_rule=PairedCap(8.0, {"cap": 8.0}))
+    for _ in range(2):
+        gate.opened.release()
+        auto.settle()
+        auto.next(running=Step(True))
+    auto.hold_to(2.0, over_span=True)  # the pool holds 2 x 6 copies; the span allows one per fresh batch from here
+    assert auto.pool.max_factor == 2.0 and auto.pool.candidate() is not None
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=Step(True)))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.2)  # no fresh batch in the span yet: no copy, it waits for the input
+    gate.opened.release()
+    assert ids(result.result(timeout=5)) == 2
+    assert "read_id" in auto.next(running=Step(True)) and auto.copies == 1  # one copy for the one fresh batch
+    result = concurrent.futures.ThreadPoolExecutor(1).submit(lambda: auto.next(running=Step(True)))
+    with pytest.raises(concurrent.futures.TimeoutError):
+        result.result(timeout=0.2)  # 2 handed on for 1 fresh: the span's factor, it waits
+    gate.opened.release()
+    assert ids(result.result(timeout=5)) == 3 and (auto.fresh_items, auto.copies) == (4, 1)
+    auto.close()
