@@ -73,7 +73,8 @@ def table(out, name):
     """A table of runs with no autopilot, by condition: its autopilot columns are checked to say so and left out."""
     t = pd.read_csv(out / name)
     assert not t["echo_auto"].any() and (t["echo_max_factor"] == t["echo_factor"]).all()
-    return (t.drop(columns=["echo_auto", "echo_max_factor"])
+    assert (t["echo_cap_rule"] == "fixed").all()
+    return (t.drop(columns=["echo_auto", "echo_max_factor", "echo_cap_rule"])
             .set_index(["workload", "placement", "echo_factor", "batch_size", "shuffle_buffer"]))
 
 
@@ -159,15 +160,22 @@ def test_the_autopilot_is_a_condition_of_its_own_columns_and_never_the_baseline(
                  seconds=20.0, steps=56, **facts)
         make_run(tmp_path / "runs", f"a{study}", study=study, placement="after_batching", factor=1.0, fresh=800,
                  seconds=16.0, steps=40, echo_auto=True, echo_max_factor=4.0, **facts)
+        make_run(tmp_path / "runs", f"p{study}", study=study, placement="after_batching", factor=1.0, fresh=600,
+                 seconds=12.0, steps=40, echo_auto=True, echo_max_factor=4.0, echo_cap_rule="paired", **facts)
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     fresh = pd.read_csv(tmp_path / "out" / "fresh_examples_to_target.csv")
-    shown = {(r.placement, r.echo_factor, r.echo_auto, r.echo_max_factor): r for r in fresh.itertuples()}
+    shown = {(r.placement, r.echo_factor, r.echo_auto, r.echo_max_factor): r
+             for r in fresh.itertuples() if r.echo_cap_rule == "fixed"}
     assert set(shown) == {("none", 1.0, False, 1.0), ("after_batching", 4.0, False, 4.0),
                           ("after_batching", 1.0, True, 4.0)}
     assert shown[("after_batching", 1.0, True, 4.0)].fresh_ratio == pytest.approx(0.8)
+    paired = fresh[fresh["echo_cap_rule"] == "paired"]  # a cap moved by a rule: another condition, never pooled
+    assert len(paired) == 1 and paired["median"].item() == 600 and paired["fresh_ratio"].item() == pytest.approx(0.6)
     assert shown[("none", 1.0, False, 1.0)].fresh_ratio == pytest.approx(1.0)  # the baseline is the baseline alone
     assert not shown[("after_batching", 1.0, True, 4.0)].off_factor  # what it chose is its result
-    speed = pd.read_csv(tmp_path / "out" / "speedups.csv").set_index(["placement", "echo_auto"])
+    speed = pd.read_csv(tmp_path / "out" / "speedups.csv").set_index(["placement", "echo_auto", "echo_cap_rule"])
+    assert speed.loc[("after_batching", True, "paired"), "speedup"] == pytest.approx(40 / 12)
+    speed = speed.xs("fixed", level="echo_cap_rule")
     assert speed.loc[("after_batching", True), ["speedup", "ideal_speedup"]].tolist() == [
         pytest.approx(2.5), pytest.approx(4.0)]  # its ideal at its cap: min(4, R)
     assert speed.loc[("after_batching", False), "speedup"] == pytest.approx(2.0)
@@ -300,9 +308,10 @@ def test_report_has_figures_and_tables(report):
         assert {f"{fig}.png", f"{fig}.svg"} <= names
     text = (report / "report.md").read_text()
     # The table is split to fit a screen, each part led by the condition.
-    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 3 | 2 | 6 | 3 |" in text
-    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 1 | 700 | 500 | not reached | 0.7 |" in text
-    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | 2.05 | False |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | fixed | 3 | 2 | 6 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | fixed | 3 | 1 | 700 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | fixed | 500 | not reached | 0.7 |" in text
+    assert "| w | before_augmentation | 2 | 64 | 0 | False | 2 | fixed | 2.05 | False |" in text
     assert "![best_trial_curves](figures/best_trial_curves.png)" in text
 
 

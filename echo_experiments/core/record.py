@@ -125,6 +125,8 @@ class RunRecord:
     echo_auto: bool = False
     echo_copied_batches: Optional[int] = None
     echo_max_factor: Optional[float] = None
+    # The rule that moved the autopilot's cap (echo.cap: trend, paired; None: the cap was echo.max_factor).
+    echo_cap_rule: Optional[str] = None
     elapsed_s: Optional[float] = None
     startup_s: Optional[float] = None
     eval_time_s: Optional[float] = None

@@ -41,8 +41,8 @@ HOW_TO_RUN = ("trainer.restart", "trainer.progress", "trainer.checkpoint_every_s
               "trainer.checkpoint_every_steps")
 # What makes two runs the same condition, and what makes them trials of one study (with the target).
 CONDITION = ("workload", "placement", "echo_factor", "batch_size", "shuffle_buffer")
-# The autopilot (echo_auto) of another cap (echo_max_factor) is another condition.
-STUDY = CONDITION + ("echo_auto", "echo_max_factor", "tuning_seed", "study")
+# The autopilot (echo_auto) of another cap (echo_max_factor) or rule for it (echo_cap_rule) is another condition.
+STUDY = CONDITION + ("echo_auto", "echo_max_factor", "echo_cap_rule", "tuning_seed", "study")
 
 
 class RunDirInUse(RuntimeError):

@@ -167,6 +167,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             # train an example, where a fixed factor's is its factor.
             "echo_auto": bool(record.echo_auto),
             "echo_max_factor": record.echo_max_factor if record.echo_auto else record.echo_factor,
+            "echo_cap_rule": record.echo_cap_rule or "fixed",
             "study_key": _study_key(record, name), "study_trials": _planned(record, config, "trials"),
             "planned_studies": _planned(record, config, "studies"), "target_metric": target.metric,
             "target_value": target.value, "target_mode": target.mode,

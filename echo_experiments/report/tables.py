@@ -17,9 +17,11 @@ from echo_experiments.core.rundir import CONDITION as _CONDITION
 from echo_experiments.core.rundir import TIMED
 
 # A condition: the run's (core/rundir.py), and whether the autopilot chose the factor (echo_auto) with the most
-# examples it may train per fresh one (echo_max_factor: the autopilot's cap; a fixed factor's own e), so that
-# autopilots of other placements or caps are other conditions, and placement and echo_factor keep their meaning.
-CONDITION = [*_CONDITION, "echo_auto", "echo_max_factor"]
+# examples it may train per fresh one (echo_max_factor: the autopilot's cap, or its bound where a rule moved it;
+# a fixed factor's own e) and the rule that moved its cap (echo_cap_rule: fixed where none did), so that
+# autopilots of other placements, caps or rules are other conditions, and placement and echo_factor keep their
+# meaning.
+CONDITION = [*_CONDITION, "echo_auto", "echo_max_factor", "echo_cap_rule"]
 # An echoed condition that trained more than this share off e examples per fresh example at its target did
 # not echo at its nominal factor: its rows are flagged (``off_factor``), and a comparison of it decides nothing.
 FACTOR_TOLERANCE = 0.10

@@ -131,6 +131,7 @@ def _identity(spec: RunSpec) -> dict[str, Any]:
     placement = echo.placement if echo.auto else echo.stage
     return {"workload": spec.workload.name, "placement": placement.value, "echo_factor": echo.factor,
             "echo_auto": echo.auto, "echo_max_factor": echo.max_factor,
+            "echo_cap_rule": echo.cap if echo.auto and echo.cap != "fixed" else None,
             "batch_size": spec.pipeline.batch_size, "shuffle_buffer": spec.pipeline.echo_shuffle,
             "seed": spec.seed, "study": spec.trial.study, "trial": spec.trial.trial,
             "tuning_seed": spec.trial.tuning_seed, "machine": machine.describe()}

@@ -16,8 +16,8 @@ def trial(placement, factor, study, trial_, fresh, batch=32, path="", trained_at
     """A trial row; ``<placement>_auto`` is the autopilot at that placement, ``factor`` its cap."""
     reached, auto = fresh is not None, placement.endswith("_auto")
     return {"workload": "w", "placement": placement.removesuffix("_auto"), "echo_factor": 1.0 if auto else factor,
-            "echo_auto": auto, "echo_max_factor": factor, "batch_size": batch, "shuffle_buffer": 0,
-            "effective_echo_factor": trained_at or factor,
+            "echo_auto": auto, "echo_max_factor": factor, "echo_cap_rule": "fixed", "batch_size": batch,
+            "shuffle_buffer": 0, "effective_echo_factor": trained_at or factor,
             "study_key": f"s{study}", "trial": trial_, "status": "reached_target" if reached else "not_reached",
             "fresh_examples_to_target": fresh, "steps_to_target": fresh, "seconds_to_target": 1.0,
             "path": path or f"{placement},{factor},{study},{trial_},{batch}"}

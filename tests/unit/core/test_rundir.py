@@ -103,11 +103,15 @@ def test_study_best_is_the_fewest_fresh_examples_of_the_same_condition_study_and
     RunDir(tmp_path / "g").write_summary(record(fresh_examples_to_target=100, **auto))  # the autopilot, cap 4
     RunDir(tmp_path / "h").write_summary(record(fresh_examples_to_target=300, **auto))
     RunDir(tmp_path / "i").write_summary(record(fresh_examples_to_target=50, **{**auto, "echo_max_factor": 8.0}))
+    RunDir(tmp_path / "j").write_summary(record(fresh_examples_to_target=20, **auto, echo_cap_rule="trend"))
     condition = {"workload": "w", "placement": "none", "echo_factor": 1.0, "batch_size": 32, "shuffle_buffer": 0,
-                 "echo_auto": False, "echo_max_factor": None, "tuning_seed": 0, "study": 0}
+                 "echo_auto": False, "echo_max_factor": None, "echo_cap_rule": None, "tuning_seed": 0, "study": 0}
     assert study_best(tmp_path, condition, TARGET) == 400
     assert study_best(tmp_path, {**condition, "study": 2}, TARGET) is None
     assert study_best(tmp_path, {**condition, **auto}, TARGET) == 100  # another cap is another condition
+    # and a cap moved by another rule another still: a paired-spans trial is not pruned by a trend trial's best
+    assert study_best(tmp_path, {**condition, **auto, "echo_cap_rule": "paired"}, TARGET) is None
+    assert study_best(tmp_path, {**condition, **auto, "echo_cap_rule": "trend"}, TARGET) == 20
 
 
 def test_restart_deletes_a_runs_own_folders_and_nothing_where_no_run_was(tmp_path):

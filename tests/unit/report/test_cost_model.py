@@ -13,8 +13,9 @@ def run(placement, factor, study, trial, fresh, up=0.6, down=0.1, alone=True, ti
     """A trial row; ``<placement>_auto`` is the autopilot at that placement, ``factor`` its cap."""
     auto = placement.endswith("_auto")
     return {"workload": "w", "placement": placement.removesuffix("_auto"), "echo_factor": 1.0 if auto else factor,
-            "echo_auto": auto, "echo_max_factor": factor, "batch_size": 10, "shuffle_buffer": 0,
-            "study_key": f"s{study}", "trial": trial, "status": "reached_target" if fresh else "not_reached",
+            "echo_auto": auto, "echo_max_factor": factor, "echo_cap_rule": "fixed", "batch_size": 10,
+            "shuffle_buffer": 0, "study_key": f"s{study}", "trial": trial,
+            "status": "reached_target" if fresh else "not_reached",
             "fresh_examples_to_target": fresh, "steps_to_target": fresh, "seconds_to_target": 50.0,
             "wall_time_s": 60.0, "fresh_examples": 1000, "upstream_s_per_batch": up, "downstream_s_per_step": down,
             "other_cores": 0.0 if alone else 1.0,

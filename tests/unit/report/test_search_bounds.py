@@ -6,7 +6,7 @@ import pandas as pd
 from echo_experiments.report.tables import BEST_METRIC, FEWEST_FRESH, search_bounds
 
 CONDITION = {"workload": "w", "placement": "none", "echo_factor": 1.0, "batch_size": 32, "shuffle_buffer": 0,
-             "echo_auto": False, "echo_max_factor": 1.0}
+             "echo_auto": False, "echo_max_factor": 1.0, "echo_cap_rule": "fixed"}
 
 
 def trial(path, trial, fresh, metric):
