@@ -162,6 +162,9 @@ def test_the_autopilot_is_a_condition_of_its_own_columns_and_never_the_baseline(
                  seconds=16.0, steps=40, echo_auto=True, echo_max_factor=4.0, **facts)
         make_run(tmp_path / "runs", f"p{study}", study=study, placement="after_batching", factor=1.0, fresh=600,
                  seconds=12.0, steps=40, echo_auto=True, echo_max_factor=4.0, echo_cap_rule="paired", **facts)
+        made_before = make_run(tmp_path / "runs", f"t{study}", study=study, placement="after_batching", factor=1.0,
+                               fresh=700, seconds=14.0, steps=40, echo_auto=True, echo_max_factor=4.0, **facts)
+        (made_before / "config.yaml").write_text("echo:\n  cap: trend\n")  # a record before echo_cap_rule
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     fresh = pd.read_csv(tmp_path / "out" / "fresh_examples_to_target.csv")
     shown = {(r.placement, r.echo_factor, r.echo_auto, r.echo_max_factor): r
@@ -171,6 +174,7 @@ def test_the_autopilot_is_a_condition_of_its_own_columns_and_never_the_baseline(
     assert shown[("after_batching", 1.0, True, 4.0)].fresh_ratio == pytest.approx(0.8)
     paired = fresh[fresh["echo_cap_rule"] == "paired"]  # a cap moved by a rule: another condition, never pooled
     assert len(paired) == 1 and paired["median"].item() == 600 and paired["fresh_ratio"].item() == pytest.approx(0.6)
+    assert fresh.loc[fresh["echo_cap_rule"] == "trend", "median"].tolist() == [700]  # read from its config
     assert shown[("none", 1.0, False, 1.0)].fresh_ratio == pytest.approx(1.0)  # the baseline is the baseline alone
     assert not shown[("after_batching", 1.0, True, 4.0)].off_factor  # what it chose is its result
     speed = pd.read_csv(tmp_path / "out" / "speedups.csv").set_index(["placement", "echo_auto", "echo_cap_rule"])

@@ -138,6 +138,13 @@ def _select(config: dict[str, Any] | None, *keys: str) -> Any:
     return config
 
 
+def _cap_rule(record: RunRecord, config: dict[str, Any] | None) -> str:
+    """The rule that moved the autopilot's cap, "fixed" where none did; a record made before it said so is read
+    from its config's echo.cap."""
+    rule = record.echo_cap_rule or (_select(config, "echo", "cap") if record.echo_auto else None)
+    return rule if isinstance(rule, str) else "fixed"
+
+
 def _planned(record: RunRecord, config: dict[str, Any] | None, key: str) -> float:
     """What a study run's sweep plans (tuning.trials: the trials its study draws; tuning.studies), or NaN where
     the run is in no study or its config does not say."""
@@ -167,7 +174,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[pd.DataFrame, pd.DataFrame, pd
             # train an example, where a fixed factor's is its factor.
             "echo_auto": bool(record.echo_auto),
             "echo_max_factor": record.echo_max_factor if record.echo_auto else record.echo_factor,
-            "echo_cap_rule": record.echo_cap_rule or "fixed",
+            "echo_cap_rule": _cap_rule(record, config),
             "study_key": _study_key(record, name), "study_trials": _planned(record, config, "trials"),
             "planned_studies": _planned(record, config, "studies"), "target_metric": target.metric,
             "target_value": target.value, "target_mode": target.mode,
