@@ -48,12 +48,14 @@ class Condition:
     shuffle_buffer: Optional[int] = None
     label: str = ""
     auto: bool = False  # the autopilot at this placement (echo.factor=auto)
+    cap_rule: str = "fixed"  # with auto: what set its cap (echo.cap): a rule's runs are never pooled with another's
 
     def rows(self, table: pd.DataFrame) -> pd.Series:
         """Which rows of a table with the condition columns (report/tables.py's CONDITION) are this condition's:
-        its placement, the autopilot or not, its factor (the autopilot's: its cap, in echo_max_factor, where a
-        fixed factor's is its factor), batch size and echo shuffle where given."""
-        keep = (table["placement"] == self.placement) & (table["echo_auto"].astype(bool) == self.auto)
+        its placement, the autopilot or not and what set its cap, its factor (the autopilot's: its cap, in
+        echo_max_factor, where a fixed factor's is its factor), batch size and echo shuffle where given."""
+        keep = ((table["placement"] == self.placement) & (table["echo_auto"].astype(bool) == self.auto)
+                & (table["echo_cap_rule"] == self.cap_rule))
         if self.echo_factor is not None:
             keep &= table["echo_max_factor"] == self.echo_factor
         if self.batch_size is not None:

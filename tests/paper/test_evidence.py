@@ -63,3 +63,14 @@ def test_runs_that_name_no_cpu_model_are_counted(tmp_path):
     trials = _trials(tmp_path)
     chosen = [evidence.select(trials, c) for c in (E2, BASELINE)]
     assert evidence.flags(trials, chosen, [E2, BASELINE])["n_unrecorded"] == 3
+
+
+def test_a_condition_never_pools_autopilots_whose_caps_were_set_by_other_rules(tmp_path):
+    auto = dict(placement="after_batching", factor=1.0, echo_auto=True, echo_max_factor=8.0, steps=30)
+    make_run(tmp_path, "fixed", fresh=800, **auto)
+    make_run(tmp_path, "paired", fresh=500, echo_cap_rule="paired", **auto)
+    trials = _trials(tmp_path)
+    chosen = evidence.select(trials, Condition("after_batching", 8.0, auto=True))
+    assert chosen["fresh_examples_to_target"].tolist() == [800]
+    chosen = evidence.select(trials, Condition("after_batching", 8.0, auto=True, cap_rule="paired"))
+    assert chosen["fresh_examples_to_target"].tolist() == [500]
