@@ -101,8 +101,7 @@ class PairedCap(CapRule):
 
     def __init__(self, bound: float, saved: Optional[dict[str, Any]] = None):
         super().__init__(bound, saved)
-        self.position: Optional[int] = None  # the window of the block now running; None: measuring the first loss
-        self.progress = {True: [0.0, 0.0], False: [0.0, 0.0]}  # per side: [loss fallen, seconds]
+        self._start_block(None)
 
     def copying(self) -> float:
         at_cap = self.position is None or BLOCK[self.position]
@@ -114,7 +113,7 @@ class PairedCap(CapRule):
         if not math.isfinite(loss):
             self.lower()
             self._start_block(None)
-        elif self.position is None or previous is None or not math.isfinite(previous):
+        elif self.position is None:  # the loss the block starts from (at the start, after a resume or a non-finite one)
             self._start_block(0)
         else:
             fallen = self.progress[BLOCK[self.position]]
@@ -136,8 +135,8 @@ class PairedCap(CapRule):
         return fallen / seconds if seconds > 0 else -math.inf
 
     def _start_block(self, position: Optional[int]) -> None:
-        self.position = position
-        self.progress = {True: [0.0, 0.0], False: [0.0, 0.0]}
+        self.position = position  # the window of the block now running; None: measuring the loss it starts from
+        self.progress = {True: [0.0, 0.0], False: [0.0, 0.0]}  # per side: [loss fallen, seconds]
 
 
 RULES = {"trend": TrendCap, "paired": PairedCap}

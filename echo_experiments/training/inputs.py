@@ -57,9 +57,8 @@ class Plain:
 class Autopiloted(Plain):
     """The autopilot over the batches: copies in the input's gaps, its decisions recorded."""
 
-    def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int,
-                 slice_loss: Optional[Callable[[Any, list], float]] = None,
-                 clock: Optional[Callable[[], float]] = None):
+    def __init__(self, pilot: Autopilot, echo: EchoSpec, batch_size: int, slice_loss: Callable[[Any, list], float],
+                 clock: Callable[[], float]):
         self.pilot, self.echo, self.batch_size, self.slice_loss, self.clock = pilot, echo, batch_size, slice_loss, clock
         self.window_began = math.nan  # seconds of training as the moving cap's window began (none yet: nan)
 
