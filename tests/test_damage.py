@@ -61,6 +61,9 @@ def garble(folder: Path) -> None:
             path.write_bytes(b"\0garbage" * 16)
 
 
+# About 19 s of CPU (a command killed, then resumed): `make test-all` runs it; the test below keeps damaged
+# checkpoints in `make test`.
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
     train(compose_config(*LONG), tmp_path / "whole")
     steps = killed_at(tmp_path / "cut", rows=7)

@@ -82,6 +82,10 @@ def test_a_second_ctrl_c_during_a_checkpoint_save_ends_at_once_with_one_line_and
     assert [row["step"] for row in metric_rows(tmp_path)] == [32, 64]  # each evaluation once, none lost
 
 
+# About 22 s of CPU (two commands): `make test-all` runs it. Faster tests keep its parts in `make test`: the
+# in-process SIGINT test above resumes as if uninterrupted, tests/unit/core/test_config.py names a run by its
+# overrides, tests/unit/core/test_rundir.py resumes a run of the same config.
+@pytest.mark.slow
 def test_the_same_command_line_again_resumes_an_interrupted_run_and_ends_as_if_uninterrupted(tmp_path):
     """No hydra.run.dir: the run's directory is named by its overrides (runs/<workload>/<overrides>), so the
     command a user typed, typed again after a Ctrl-C, finds the run it interrupted and says it resumes it."""
@@ -321,6 +325,9 @@ def test_a_corrupt_dataset_info_is_one_line_saying_how_to_rebuild(tmp_path, data
                                        f"fashion_mnist --data_dir={tmp_path}`") and "\n" not in str(missing.value)
 
 
+# About 15 s of CPU (a server and a command): `make test-all` runs it; test_storage.py's unreachable store keeps
+# the one line of a store that does not answer in `make test`.
+@pytest.mark.slow
 def test_a_record_server_that_goes_away_ends_the_run_with_one_line(tmp_path, data_dir):
     server = subprocess.Popen([sys.executable, "-m", "echo_experiments.data.storage", "serve", "synthetic_images",
                                "train", str(data_dir)], stdout=subprocess.PIPE, text=True)

@@ -51,6 +51,9 @@ def test_tuning_study_runs_each_trial_with_its_quasi_random_values(tmp_path):
     assert len(seeds) == 4  # every trial trains from its own seed
 
 
+# About 19 s of CPU (two sweeps): `make test-all` runs it; tests/unit/core/test_rundir.py keeps a complete run
+# left alone and an unfinished one resumed, and the test below the pace of a resumed sweep, in `make test`.
+@pytest.mark.slow
 def test_a_killed_sweep_finishes_on_rerun_without_redoing_complete_trials(tmp_path):
     args = command(tmp_path, "echo.factor=1,1.5,2", "echo.placement=before_batching")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
