@@ -48,7 +48,7 @@ from paper.verdicts.claims import (
     Condition,
     planned,
 )
-from paper.verdicts.folders import link_targets, report_link, results_trials
+from paper.verdicts.folders import committed_folders, link_targets, report_link, results_trials
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever cap its sweep set
@@ -118,12 +118,15 @@ COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min"
 
 def measure(results: Path, checks: Optional[list[Check]] = None,
             bands: Optional[dict[str, float]] = None) -> pd.DataFrame:
-    """One row per check, with its verdict; ``bands``: the timing band per CPU model (None: timing_bands of the
-    other checks' runs)."""
+    """One row per check, with its verdict; ``bands``: the timing band per CPU model (None: timing_bands of every
+    committed folder's runs but the check's own, a folder made only to time such pairs among them)."""
     checks = CHECKS if checks is None else checks
     rows, read = [], results_trials(results, [check.folder for check in checks])
     given = None if bands is None else {cpu: Band(width, ("given",)) for cpu, width in bands.items()}
-    widths = {folder: _folder_widths(trials) for folder, trials in read.items()} if given is None else {}
+    widths = {}
+    if given is None:
+        read_too = results_trials(results, [f for f in committed_folders(results) if f not in read])
+        widths = {folder: _folder_widths(trials) for folder, trials in {**read, **read_too}.items()}
     for check in checks:
         trials = read[check.folder]
         if not check.shown_before_runs and (trials is None or evidence.select(trials, check.candidate).empty):
@@ -208,7 +211,8 @@ def timing_bands(sweeps: dict[str, Optional[pd.DataFrame]]) -> dict[str, Band]:
     alike (the same fresh examples, steps and effective factor to the target and the same best metric), each alone
     on the machine and each bound by its own compute (R below 1): a store's emulated waits would set the band by
     their own steadiness, not a training's. Where the input is not the bottleneck the autopilot makes no copy and
-    trains as the baseline does, so its sweep holds such pairs. A model with no pair has no band."""
+    trains as the baseline does, so its sweep holds such pairs; a folder made to time them (timing_band_cpu's:
+    each study's best baseline trial timed alone twice) holds nothing else. A model with no pair has no band."""
     return _merged({folder: _folder_widths(trials) for folder, trials in sweeps.items()})
 
 

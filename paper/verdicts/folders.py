@@ -14,6 +14,11 @@ def results_trials(results: Path, folders: Iterable[str]) -> dict[str, Optional[
             for folder in dict.fromkeys(folders)}
 
 
+def committed_folders(results: Path) -> list[str]:
+    """Every results/<sweep>/<workload> folder that holds runs/, by name."""
+    return sorted(f"{runs.parent.parent.name}/{runs.parent.name}" for runs in results.glob("*/*/runs") if runs.is_dir())
+
+
 def report_link(results: Path, folder: str) -> str:
     """A results folder as a reference link to its report.md (its target in :func:`link_targets`, so that a table
     cell holds only the folder's name), or its bare name while it has none (a sweep still running)."""

@@ -40,6 +40,8 @@ RECORDED = [
     ("2026-12-07", "a timing belongs to its store; a check's band from compute-bound pairs outside its own runs",
      "A1-A7's rows and C3's",
      [("A5", "transformer_pydocs", "autopilot vs the fastest fixed factor and no echoing", "met", "inconclusive")]),
+    ("2026-12-07", "a check's band from the compute-bound pairs of every committed folder but its own, not only the "
+     "other checks' folders", "every committed sweep", [("-", "-", "-", "-", "-")]),
 ]
 CENSORED_CHANGE = ("reached counts read as censored between the evaluation before and the one that saw the target",
                    "five rows re-read by an audit; no run of the sweeps begun that day")

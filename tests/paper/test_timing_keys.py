@@ -1,6 +1,8 @@
 """A timing belongs to its store, and a check's timing band comes from compute-bound pairs outside its own runs: a
 known-answer tree where pooling either way would change the verdict."""
 
+import shutil
+
 import pytest
 from test_report import make_run, on_store
 
@@ -53,9 +55,21 @@ def test_the_check_is_read_on_its_timed_store_with_a_band_from_other_runs(tmp_pa
 
 def test_without_a_band_from_outside_its_own_runs_a_check_decides_nothing(tmp_path):
     tree(tmp_path)
+    shutil.rmtree(tmp_path / "other")
     rows = autopilot_checks.measure(tmp_path, [CHECK]).set_index("check")
     assert rows.loc["X", "verdict"] == "inconclusive"
     assert rows.loc["X", "reason"].startswith("no timing band: no training bound by its compute was timed twice")
+
+
+def test_a_folder_no_check_reads_gives_the_band_its_pairs_measure(tmp_path):
+    """A folder made only to time compute-bound pairs (timing_band_cpu) is a band's source like any other."""
+    tree(tmp_path)
+    rows = autopilot_checks.measure(tmp_path, [CHECK]).set_index("check")  # other/w is no check's folder
+    assert (rows.loc["X", "band"], rows.loc["X", "band_from"], rows.loc["X", "verdict"]) == (1.05, "other/w", "met")
+    pair(tmp_path / "band" / "w" / "runs", "again", (10.0, 12.0), 0, LOCAL)
+    rows = autopilot_checks.measure(tmp_path, [CHECK]).set_index("check")  # the widest pair of every folder
+    assert (rows.loc["X", "band"], rows.loc["X", "band_from"]) == (1.2, "band/w, other/w")
+    assert rows.loc["X", "verdict"] == "inconclusive"  # 0.88 lies within 1 x/ 1.2
 
 
 def test_the_band_pairs_runs_of_one_store_bound_by_their_compute():
