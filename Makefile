@@ -44,7 +44,7 @@ run: setup
 	$(PY) -m echo_experiments $(ARGS)
 
 # Three workers on two cores (pytest-xdist): many tests wait on a subprocess starting, a timeout or a signal, and the
-# third keeps both cores busy meanwhile. The slowest tests are listed at the end: the suite is promised under 8 minutes.
+# third keeps both cores busy meanwhile. The slowest tests are listed at the end (tests/NOTES.md: its times).
 test: setup
 	$(PY) -m pytest -q -n 3 --dist worksteal --durations=15 $(ARGS)
 
