@@ -105,11 +105,11 @@ def write(results: Path, check, trials: pd.DataFrame, input_ratios: tuple[float,
 def write_all(results: Path, checks: pd.DataFrame) -> dict[str, Path]:
     """The figure of every check in ``checks`` (autopilot_checks.measure's rows) whose candidate is the autopilot
     and reached the target: check -> its file."""
-    from paper.verdicts.autopilot_checks import CHECKS
+    from paper.verdicts.autopilot_checks import in_force
     from paper.verdicts.folders import results_trials
 
     rows = checks.set_index("check")
-    chosen = [c for c in CHECKS if c.candidate.auto and c.id in rows.index]
+    chosen = [c for c in in_force(results) if c.candidate.auto and c.id in rows.index]
     read = results_trials(results, [c.folder for c in chosen])
     drawn = {}
     for check in chosen:

@@ -13,7 +13,7 @@ from echo_experiments.core.placement import Placement
 from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report.markdown import table
 from paper.verdicts import evidence
-from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, ours, planned
+from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, ours
 from paper.verdicts.folders import link_targets, report_link, results_trials
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
@@ -45,14 +45,13 @@ def measure(results: Path, censored: bool = True) -> pd.DataFrame:
 def _current(results: Path, comparison: Comparison) -> Comparison:
     """The comparison on the sweep planned to replace its folder, once that has runs (and "not yet a result"
     until it is complete)."""
-    if comparison.successor and (results / comparison.successor.folder / "runs").is_dir():
+    if comparison.successor and comparison.successor.in_force(results):
         return dataclasses.replace(comparison, folder=comparison.successor.folder, successor=None)
     return comparison
 
 
 def _pending(comparison: Comparison) -> Optional[str]:
-    successor = comparison.successor
-    return f"planned sweep {successor.folder.split('/')[0]} not run: {planned(successor.folder)}" if successor else None
+    return comparison.successor.pending() if comparison.successor else None
 
 
 def _row(claim: Claim, comparison: Comparison, trials: Optional[pd.DataFrame], censored: bool = True) -> dict:

@@ -14,6 +14,7 @@ Kinds of comparison:
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -82,6 +83,14 @@ class Successor:
     cost is written (:func:`planned`)."""
 
     folder: str
+
+    def in_force(self, results: Path) -> bool:
+        """Whether it replaces its predecessor now: from its first committed run."""
+        return (results / self.folder / "runs").is_dir()
+
+    def pending(self) -> str:
+        """What its predecessor's row says until then."""
+        return f"planned sweep {self.folder.split('/')[0]} not run: {planned(self.folder)}"
 
 
 def planned(folder: str) -> str:

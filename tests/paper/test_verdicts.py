@@ -101,7 +101,8 @@ def test_a_planned_sweep_is_named_with_where_its_cost_is_until_it_has_runs_then_
 
 def test_every_planned_sweep_has_its_estimate_in_its_preset():
     folders = [c.successor.folder for claim in claims.CLAIMS for c in claim.comparisons if c.successor]
-    folders += [check.folder for check in autopilot_checks.CHECKS]
+    folders += [f for check in autopilot_checks.CHECKS for f in (check.folder, getattr(check.successor, "folder", ""))
+                if f]
     presets = {claims.planned(f).split()[0] for f in folders}
     assert presets and all("Estimated before it ran" in (ROOT / p).read_text() for p in presets)
 
@@ -288,6 +289,26 @@ def test_the_autopilot_is_held_against_no_echoing_too_when_that_was_fastest(tmp_
         pace.setdefault(run.name.split(",")[0], []).append(record["wall_time_s"] / record["fresh_examples"])
     expected = np.median(pace["echo.factor=auto"]) / np.median(pace["echo.factor=1"])
     assert row["pace"] == pytest.approx(expected) and row["pace"] > 1.05
+
+
+def test_a3_and_a4_are_measured_on_their_runs_again_alone_once_those_are_committed(tmp_path):
+    # Study 0 of A3/A4's committed sweep (an AMD EPYC), then the same runs as if made again on another CPU model.
+    old, checks = "autopilot_cpu-local/fashion_mnist", [c for c in autopilot_checks.CHECKS if c.id in ("A3", "A4")]
+    for run in (ROOT / "results" / old / "runs").glob("*tuning.study=0,*"):
+        shutil.copytree(run, tmp_path / "results" / old / "runs" / run.name)
+    rows = autopilot_checks.measure(tmp_path / "results", checks, bands={"CPU Y": 1.02}).set_index("check")
+    assert set(rows["evidence"]) == {old}  # the successor has no runs: its predecessor's row says it is planned
+    assert all(c.endswith("planned sweep autopilot_cpu-local-intel not run: conf/experiment/autopilot_cpu.yaml "
+                          "estimates its hours") for c in rows["caution"])
+    new = tmp_path / "results" / autopilot_checks.LOCAL_INTEL.folder / "runs"
+    shutil.copytree(tmp_path / "results" / old / "runs", new)
+    for summary in new.rglob("summary.json"):
+        record = json.loads(summary.read_text())
+        summary.write_text(json.dumps({**record, "machine": {**record["machine"], "cpu": "CPU Y"}}))
+    rows = autopilot_checks.measure(tmp_path / "results", checks, bands={"CPU Y": 1.02}).set_index("check")
+    assert set(rows["evidence"]) == {autopilot_checks.LOCAL_INTEL.folder} and not any(rows["caution"])
+    assert rows.loc["A4", "band"] == 1.02  # the band of the successor's CPU model, the AMD's having none
+    assert all(r.startswith("not yet a result: ") for r in rows["reason"])  # 1 of its 3 studies
 
 
 def test_a_study_where_the_autopilot_did_not_reach_the_target_reads_as_infinite_in_the_readme():
