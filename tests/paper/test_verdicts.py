@@ -226,7 +226,10 @@ def test_the_committed_checks_read_as_their_written_rules_decide():
     # No band on its CPU model outside its own runs (docs/protocol.md, 2026-12-07): A5's own pairs set 1.009.
     assert rows.loc["A5", "reason"].startswith("no timing band") and "AMD EPYC 25/17/1" in rows.loc["A5", "reason"]
     assert rows.loc["A5", "input_ratio_min"] == pytest.approx(8.35, abs=0.01)  # the timed store's; 8.16 pooled
-    assert (rows.loc["A4", "verdict"], math.isnan(rows.loc["A4", "band"])) == ("inconclusive", True)
+    # A3/A4 on their Intel runs, A4 judged with that model's band from timing_band_cpu (1.203), never its own runs.
+    assert rows.loc["A4", "evidence"] == autopilot_checks.LOCAL_INTEL.folder and rows.loc["A3", "verdict"] == "met"
+    assert (round(rows.loc["A4", "band"], 3), rows.loc["A4", "band_from"]) == (1.203, "timing_band_cpu/fashion_mnist")
+    assert round(rows.loc["A4", "effect"], 2) == 1.03 and rows.loc["A4", "reason"].startswith("the median is within")
     assert rows.loc["A1", "band_from"] == "autopilot_cpu-local/fashion_mnist"
     assert round(rows.loc["A5", "pace"], 2) == 1.14
     caution = "lies above every fixed factor compared (at most e={}) and the cap 8 above them"
