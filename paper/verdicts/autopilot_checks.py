@@ -58,7 +58,7 @@ AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever
 STATIC = [BASELINE, *(Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0))]
 BEGIN, END = "<!-- autopilot:begin (made by make figures from results/autopilot.csv) -->", "<!-- autopilot:end -->"
 
-LOCAL_INTEL = Successor("autopilot_cpu-local-intel/fashion_mnist")
+LOCAL_INTEL = Successor("autopilot_cpu-local_intel/fashion_mnist")
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,7 @@ def test_a3_and_a4_are_measured_on_their_runs_again_alone_once_those_are_committ
         shutil.copytree(run, tmp_path / "results" / old / "runs" / run.name)
     rows = autopilot_checks.measure(tmp_path / "results", checks, bands={"CPU Y": 1.02}).set_index("check")
     assert set(rows["evidence"]) == {old}  # the successor has no runs: its predecessor's row says it is planned
-    assert all(c.endswith("planned sweep autopilot_cpu-local-intel not run: conf/experiment/autopilot_cpu.yaml "
+    assert all(c.endswith("planned sweep autopilot_cpu-local_intel not run: conf/experiment/autopilot_cpu.yaml "
                           "estimates its hours") for c in rows["caution"])
     new = tmp_path / "results" / autopilot_checks.LOCAL_INTEL.folder / "runs"
     shutil.copytree(tmp_path / "results" / old / "runs", new)
