@@ -47,6 +47,7 @@ from paper.verdicts.claims import (
     Comparison,
     Condition,
     Successor,
+    current,
     planned,
 )
 from paper.verdicts.folders import committed_folders, link_targets, report_link, results_trials
@@ -120,8 +121,7 @@ CHECKS = [
 
 def in_force(results: Path, checks: Optional[list[Check]] = None) -> list[Check]:
     """``checks`` (every check by default), each on its successor's folder once that has committed runs."""
-    return [dataclasses.replace(c, folder=c.successor.folder, successor=None) if c.successor and
-            c.successor.in_force(results) else c for c in (CHECKS if checks is None else checks)]
+    return [current(c, results) for c in (CHECKS if checks is None else checks)]
 
 
 COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min", "range_max", "n_studies",

@@ -1,7 +1,6 @@
 """The claim table: every claim's comparisons measured on the committed runs and judged by the written rules
 (claims.py), as RESULTS/claims.csv's rows, the README's table and one table per claim for the details page."""
 
-import dataclasses
 import math
 import re
 from pathlib import Path
@@ -13,7 +12,7 @@ from echo_experiments.core.placement import Placement
 from echo_experiments.core.rundir import write_atomic
 from echo_experiments.report.markdown import table
 from paper.verdicts import evidence
-from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, judge, ours
+from paper.verdicts.claims import CLAIMS, INCONCLUSIVE, REPRODUCED, Claim, Comparison, current, judge, ours
 from paper.verdicts.folders import link_targets, report_link, results_trials
 
 BEGIN, END = "<!-- claims:begin (made by make figures from results/claims.csv) -->", "<!-- claims:end -->"
@@ -33,21 +32,13 @@ MARKS = (f"{UNRECORDED}: some of its runs name no CPU model, so one machine per 
 def measure(results: Path, censored: bool = True) -> pd.DataFrame:
     """One row per comparison of every claim, with its verdict (``censored``: reached counts read as censored, the
     rule since 2026-12-07; False: as exact counts, to list what that rule moved)."""
-    current = [(claim, _current(results, comparison)) for claim in CLAIMS for comparison in claim.comparisons]
-    trials = results_trials(results, [comparison.folder for _, comparison in current])
-    claims = pd.DataFrame([_row(claim, c, trials[c.folder], censored) for claim, c in current], columns=COLUMNS)
+    in_force = [(claim, current(comparison, results)) for claim in CLAIMS for comparison in claim.comparisons]
+    trials = results_trials(results, [comparison.folder for _, comparison in in_force])
+    claims = pd.DataFrame([_row(claim, c, trials[c.folder], censored) for claim, c in in_force], columns=COLUMNS)
     # Counts as floats whatever the rows hold (a comparison without runs has none), so the CSV keeps one form.
     counts = [c for c in COLUMNS if c.startswith("n_")]
     claims[counts] = claims[counts].astype(float)
     return claims.assign(link=[report_link(results, f) for f in claims["evidence"]])
-
-
-def _current(results: Path, comparison: Comparison) -> Comparison:
-    """The comparison on the sweep planned to replace its folder, once that has runs (and "not yet a result"
-    until it is complete)."""
-    if comparison.successor and comparison.successor.in_force(results):
-        return dataclasses.replace(comparison, folder=comparison.successor.folder, successor=None)
-    return comparison
 
 
 def _pending(comparison: Comparison) -> Optional[str]:

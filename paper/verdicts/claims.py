@@ -13,7 +13,7 @@ Kinds of comparison:
   metric's better direction); the paper found no loss.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -91,6 +91,14 @@ class Successor:
     def pending(self) -> str:
         """What its predecessor's row says until then."""
         return f"planned sweep {self.folder.split('/')[0]} not run: {planned(self.folder)}"
+
+
+def current(item, results: Path):
+    """``item`` (a Comparison or an autopilot Check: a folder and its successor) on its successor's folder once
+    that replaces it, else as it is."""
+    if item.successor and item.successor.in_force(results):
+        return replace(item, folder=item.successor.folder, successor=None)
+    return item
 
 
 def planned(folder: str) -> str:
