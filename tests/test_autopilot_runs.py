@@ -94,6 +94,7 @@ def test_before_augmentation_the_autopilot_needs_examples_of_one_shape(data_dir)
         stream.build(workload, PipelineSpec.from_config(cfg))
 
 
+@pytest.mark.slow  # three runs, about 12 s of CPU: `make test-all` runs it
 def test_a_replay_trains_as_the_recorded_run_did_its_resumption_included_on_an_input_that_never_waits(
         tmp_path, monkeypatch):
     recorded = [o.replace("after_batching", "after_augmentation") for o in SLOW] + ["trainer.max_fresh_examples=3072"]
@@ -130,7 +131,9 @@ def test_a_replay_of_a_missing_or_mismatched_record_is_refused_before_training(t
         train(compose_config(*SLOW, f"echo.replay={tmp_path}"), tmp_path / "run")
 
 
-@pytest.mark.parametrize("rule", ["trend", "paired"])
+# The paired rule trains as the trend rule does, only its update differs (tests/unit/autopilot/test_cap.py): its
+# run, about 12 s of CPU, is `make test-all`'s.
+@pytest.mark.parametrize("rule", ["trend", pytest.param("paired", marks=pytest.mark.slow)])
 def test_a_moving_cap_moves_within_its_bound_by_the_held_out_slices_loss(rule, tmp_path, monkeypatch):
     """echo.cap=trend or paired: four fresh batches (one in 50) held out, neither trained on nor counted; from then
     every 40 steps the slice's loss and the window's seconds of training move the cap within 1 and

@@ -96,6 +96,7 @@ def test_a_checkpoint_folder_this_program_did_not_write_is_refused_and_kept(tmp_
     assert (tmp_path / "checkpoints" / "1000" / "thesis.txt").read_text() == "someone's"
 
 
+@pytest.mark.slow  # three runs, about 14 s of CPU (the one-line message is the next test's): `make test-all` runs it
 def test_a_full_disk_stops_the_run_keeps_its_checkpoint_and_the_rerun_resumes(tmp_path, monkeypatch):
     train(compose_config(*LONG), tmp_path / "whole")
     cut = tmp_path / "cut"

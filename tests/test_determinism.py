@@ -38,6 +38,7 @@ def test_a_config_run_twice_on_one_machine_gives_identical_metrics(tmp_path, wor
                                                                         second.final_metrics)
 
 
+@pytest.mark.slow  # three runs, about 11 s of CPU: `make test-all` runs it
 def test_a_run_resumes_only_on_the_cpu_model_it_started_on(tmp_path, monkeypatch):
     """Stopped with a checkpoint, then run again on another CPU model: refused, its files kept; started over
     there only when asked."""

@@ -28,6 +28,7 @@ def row(results: Path, comparison: str) -> pd.Series:
                   & (claims["comparison"] == comparison)].iloc[0]
 
 
+@pytest.mark.slow  # two passes of the verdicts over a sweep, about 13 s of CPU: `make test-all` runs it
 def test_editing_one_committed_number_changes_the_verdict_and_the_readme_follows(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / FOLDER / "runs", results / FOLDER / "runs")
