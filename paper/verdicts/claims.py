@@ -83,6 +83,9 @@ class Successor:
     cost is written (:func:`planned`)."""
 
     folder: str
+    # What else the successor changes in its item, as (field, value) pairs: a check run again with a fixed factor
+    # its predecessor never timed compares with it too (A5 on the Intel Xeon, docs/protocol.md).
+    changes: tuple[tuple[str, object], ...] = ()
 
     def in_force(self, results: Path) -> bool:
         """Whether it replaces its predecessor now: from its first committed run."""
@@ -97,7 +100,7 @@ def current(item, results: Path):
     """``item`` (a Comparison or an autopilot Check: a folder and its successor) on its successor's folder once
     that replaces it, else as it is."""
     if item.successor and item.successor.in_force(results):
-        return replace(item, folder=item.successor.folder, successor=None)
+        return replace(item, folder=item.successor.folder, successor=None, **dict(item.successor.changes))
     return item
 
 

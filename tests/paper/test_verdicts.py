@@ -315,6 +315,20 @@ def test_a3_and_a4_are_measured_on_their_runs_again_alone_once_those_are_committ
     assert all(r.startswith("not yet a result: ") for r in rows["reason"])  # 1 of its 3 studies
 
 
+def test_a5_on_the_intel_xeon_compares_with_e8_timed_once_its_runs_are_committed(tmp_path):
+    """Its successor changes what A5 compares with, not only where: e = 8 timed, e = 2 and 3 not."""
+    a5 = next(c for c in autopilot_checks.CHECKS if c.id == "A5")
+    assert [str(r) for r in a5.references] == ["baseline", "e=2", "e=3", "e=4", "e=5"]
+    (before,) = autopilot_checks.in_force(tmp_path, [a5])
+    assert before == a5 and a5.successor.pending() == (
+        "planned sweep lm_fine_cpu-intel not run: conf/experiment/lm_fine_cpu.yaml estimates its hours")
+    (tmp_path / autopilot_checks.A5_INTEL.folder / "runs").mkdir(parents=True)
+    (after,) = autopilot_checks.in_force(tmp_path, [a5])
+    assert after.folder == "lm_fine_cpu-intel/transformer_pydocs" and after.successor is None
+    assert [str(r) for r in after.references] == ["baseline", "e=4", "e=5", "e=8"]
+    assert (after.limit, after.over_baseline, after.candidate) == (a5.limit, a5.over_baseline, a5.candidate)
+
+
 def test_a_study_where_the_autopilot_did_not_reach_the_target_reads_as_infinite_in_the_readme():
     row = {"check": "A2", "statement": "under drift", "reference": "baseline", "effect": math.inf,
            "range_min": 1.1, "range_max": math.inf, "input_ratio_min": 10.3, "input_ratio_max": 10.3,
