@@ -7,7 +7,7 @@ measured on the ``autopilot_cpu`` sweeps by rules written before their runs. No 
   study's own timing noise does not pick the reference it is held against. Every ratio sets two runs of one
   study, so of one machine, against each other; every trial of these sweeps runs alone, so its seconds are a
   timing. The median of those ratios is set against ``limit`` with the timing band of the runs' CPU model
-  (timing_bands): met at most limit / band, not met above limit x band, inconclusive between; the ratios' range
+  (timing_band.py): met at most limit / band, not met above limit x band, inconclusive between; the ratios' range
   and how many studies are within the limit are shown beside it.
 - ``echoes``: examples trained per fresh example at the target, in every reached trial of the candidate,
   below ``limit``.
@@ -51,6 +51,7 @@ from paper.verdicts.claims import (
     planned,
 )
 from paper.verdicts.folders import committed_folders, link_targets, report_link, results_trials
+from paper.verdicts.timing_band import Band, folder_widths, merged
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever cap its sweep set
@@ -135,21 +136,21 @@ COLUMNS = ["check", "statement", "candidate", "reference", "effect", "range_min"
 
 def measure(results: Path, checks: Optional[list[Check]] = None,
             bands: Optional[dict[str, float]] = None) -> pd.DataFrame:
-    """One row per check, with its verdict; ``bands``: the timing band per CPU model (None: timing_bands of every
-    committed folder's runs but the check's own, a folder made only to time such pairs among them)."""
+    """One row per check, with its verdict; ``bands``: the timing band per CPU model (None: timing_band.py's, from
+    every committed folder's runs but the check's own, a folder made only to time such pairs among them)."""
     checks = in_force(results, checks)
     rows, read = [], results_trials(results, [check.folder for check in checks])
     given = None if bands is None else {cpu: Band(width, ("given",)) for cpu, width in bands.items()}
     widths = {}
     if given is None:
         read_too = results_trials(results, [f for f in committed_folders(results) if f not in read])
-        widths = {folder: _folder_widths(trials) for folder, trials in {**read, **read_too}.items()}
+        widths = {folder: folder_widths(trials) for folder, trials in {**read, **read_too}.items()}
     for check in checks:
         trials = read[check.folder]
         if not check.shown_before_runs and (trials is None or evidence.select(trials, check.candidate).empty):
             continue
         # never from the check's own runs: a band measured on them would widen or narrow with what it judges
-        own = given or _merged({f: w for f, w in widths.items() if f != check.folder})
+        own = given or merged({f: w for f, w in widths.items() if f != check.folder})
         head = {"check": check.id, "statement": check.statement, "candidate": str(check.candidate),
                 "evidence": check.folder}
         if trials is None or trials.empty:
@@ -215,50 +216,6 @@ def _undone(trials: pd.DataFrame, conditions: list[Condition]) -> Optional[str]:
     if flags["machines"]:
         return f"mixed machines: a study's runs come from several CPU models ({flags['machines']})"
     return None
-
-
-@dataclass(frozen=True)
-class Band:
-    """How far apart one training is timed twice on a CPU model, and the folders whose pairs measured it."""
-    width: float
-    folders: tuple[str, ...]
-
-
-def timing_bands(sweeps: dict[str, Optional[pd.DataFrame]]) -> dict[str, Band]:
-    """Per CPU model, how far apart one training is timed twice: the widest ratio, as max(r, 1/r), of the seconds to
-    target of two runs of one sweep folder, one store and one study's trial (one draw of the search) that trained
-    alike (the same fresh examples, steps and effective factor to the target and the same best metric), each alone
-    on the machine and each bound by its own compute (R below 1): a store's emulated waits would set the band by
-    their own steadiness, not a training's. Where the input is not the bottleneck the autopilot makes no copy and
-    trains as the baseline does, so its sweep holds such pairs; a folder made to time them (timing_band_cpu's:
-    each study's best baseline trial timed alone twice) holds nothing else. A model with no pair has no band."""
-    return _merged({folder: _folder_widths(trials) for folder, trials in sweeps.items()})
-
-
-def _folder_widths(trials: Optional[pd.DataFrame]) -> dict[str, float]:
-    """timing_bands' widest ratio per CPU model within one sweep folder's runs (a model with no pair left out)."""
-    if trials is None or trials.empty or "store" not in trials:
-        return {}
-    same = ["study_key", "trial", "fresh_examples_to_target", "steps_to_target", "effective_echo_factor",
-            "best_metric", "store", "cpu"]
-    computed = (tables.input_ratios(trials) < 1).fillna(False).astype(bool)
-    timed = trials[tables.alone(trials) & (trials["status"] == "reached_target") & computed].dropna(subset=same)
-    widest: dict[str, float] = {}
-    for key, runs in timed.groupby(same):
-        seconds = runs["seconds_to_target"].astype(float)
-        if len(runs) > 1:
-            widest[key[-1]] = max(widest.get(key[-1], 1.0), float(seconds.max() / seconds.min()))
-    return widest
-
-
-def _merged(widths: dict[str, dict[str, float]]) -> dict[str, Band]:
-    """Per CPU model, the widest of the folders' widths, with the folders that measured one."""
-    bands: dict[str, Band] = {}
-    for folder, per_cpu in widths.items():
-        for cpu, width in per_cpu.items():
-            known = bands.get(cpu, Band(1.0, ()))
-            bands[cpu] = Band(max(known.width, width), tuple(sorted({*known.folders, folder})))
-    return bands
 
 
 def cross_fitted(by_reference: dict[str, pd.Series]) -> tuple[pd.Series, list[str]]:

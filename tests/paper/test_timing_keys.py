@@ -6,7 +6,7 @@ import shutil
 import pytest
 from test_report import make_run, on_store
 
-from paper.verdicts import autopilot_checks
+from paper.verdicts import autopilot_checks, timing_band
 from paper.verdicts.claims import Condition
 
 CPU = {"cpu": "CPU X"}
@@ -82,7 +82,7 @@ def test_the_band_pairs_runs_of_one_store_bound_by_their_compute():
                              "upstream_s_per_batch": r / 10, "downstream_s_per_step": 0.1})
 
     two_stores = pd.concat([runs("local", [10.0], 0.3), runs("emulated", [20.0], 0.3)])
-    assert autopilot_checks.timing_bands({"f": two_stores}) == {}
-    assert autopilot_checks.timing_bands({"f": runs("emulated", [10.0, 13.0], 6.0)}) == {}
-    band = autopilot_checks.timing_bands({"f": runs("local", [10.0, 12.0], 0.3)})
-    assert band == {"CPU X": autopilot_checks.Band(1.2, ("f",))}
+    assert timing_band.timing_bands({"f": two_stores}) == {}
+    assert timing_band.timing_bands({"f": runs("emulated", [10.0, 13.0], 6.0)}) == {}
+    band = timing_band.timing_bands({"f": runs("local", [10.0, 12.0], 0.3)})
+    assert band == {"CPU X": timing_band.Band(1.2, ("f",))}

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from paper.verdicts import __main__ as command
-from paper.verdicts import autopilot_checks, check_figures, claims, findings
+from paper.verdicts import autopilot_checks, check_figures, claims, findings, timing_band
 from paper.verdicts import claim_tables as verdicts
 
 ROOT = Path(__file__).parents[2]
@@ -192,17 +192,17 @@ def test_the_timing_band_is_the_widest_ratio_of_one_training_timed_twice_on_one_
     assert (pairs["size"] == 2).all() and len(pairs) == 5
     widest = (pairs["max"] / pairs["min"]).max()  # study 1, trial 2: 100.06 s and 92.03 s
     cpu = local["cpu"].iloc[0]
-    band = autopilot_checks.Band(pytest.approx(widest), ("local",))
-    assert autopilot_checks.timing_bands({"local": local}) == {cpu: band}
+    band = timing_band.Band(pytest.approx(widest), ("local",))
+    assert timing_band.timing_bands({"local": local}) == {cpu: band}
     assert round(widest, 3) == 1.087
     # The slow store's runs of the same draws trained alike too, but on another store: never paired across folders,
     # and bound by the store's waits, so no part of a band even within one.
-    assert autopilot_checks.timing_bands({"local": local, "slow": slow}) == {cpu: band}
-    assert autopilot_checks.timing_bands({"slow": pd.concat([slow, slow])}) == {}
+    assert timing_band.timing_bands({"local": local, "slow": slow}) == {cpu: band}
+    assert timing_band.timing_bands({"slow": pd.concat([slow, slow])}) == {}
     unlike = local.assign(best_metric=local["best_metric"] + np.where(local["echo_auto"], 1e-4, 0))
-    assert autopilot_checks.timing_bands({"local": unlike}) == {}
+    assert timing_band.timing_bands({"local": unlike}) == {}
     shared = local.assign(other_cores=1.0)  # timings only where a run had the machine to itself
-    assert autopilot_checks.timing_bands({"local": shared}) == {}
+    assert timing_band.timing_bands({"local": shared}) == {}
 
 
 def test_each_studys_reference_is_chosen_on_the_other_studies():
