@@ -36,9 +36,11 @@ small=()
     echo
     echo '```'
     start=$(date +%s)
-    # timeout signals the command's whole process group; a command still there 10 s later is killed.
+    # timeout signals the command's whole process group; a command still there 30 s later is killed. The command
+    # ends itself at its start-up deadline (STARTUP_DEADLINE_S, core/signals.py) at the latest; killed at that same
+    # moment on a loaded machine, it read as exit 137 where the timeout was the cause.
     status=0
-    timeout --kill-after=10 "$TIMEOUT" "$PY" -m echo_experiments.profile "${args[@]}" 2>&1 \
+    timeout --kill-after=30 "$TIMEOUT" "$PY" -m echo_experiments.profile "${args[@]}" 2>&1 \
       | tee /dev/stderr | grep -v "^\[" || status=${PIPESTATUS[0]}
     [[ $status -ne 0 ]] && echo "(failed: exit $status$([[ $status -eq 124 ]] && echo ", over $TIMEOUT s"))"
     echo "($(( $(date +%s) - start )) s in all, compilation and data preparation included)"
