@@ -55,16 +55,23 @@ from paper.verdicts.timing_band import Band, folder_widths, merged
 
 MET, NOT_MET, INCONCLUSIVE, NOT_MEASURED = "met", "not met", "inconclusive", "not measured"
 AUTO = Condition("after_batching", None, label="auto", auto=True)  # at whatever cap its sweep set
+
+
+def fixed(placement: str, *factors: float) -> tuple[Condition, ...]:
+    """No echoing and the fixed factors at ``placement``: the references a check holds the autopilot against."""
+    return (BASELINE, *(Condition(placement, e, label=f"e={e:g}") for e in factors))
+
+
 # Every fixed factor of the sweeps, e = 1 (no echoing) among them: the autopilot is checked against whichever
 # was fastest, not against echoing alone.
-STATIC = [BASELINE, *(Condition("after_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 6.0))]
+STATIC = fixed("after_batching", 2.0, 4.0, 6.0)
 BEGIN, END = "<!-- autopilot:begin (made by make figures from results/autopilot.csv) -->", "<!-- autopilot:end -->"
 
 LOCAL_INTEL = Successor("autopilot_cpu-local_intel/fashion_mnist")
 # A5 again on the Intel Xeon, where timing_band_cpu measured a band, with e = 8 (the factor nearest its R) timed;
 # e = 2 and 3, slower than e = 5 in every study of the AMD EPYC's runs, are not timed again (docs/protocol.md).
-A5_INTEL = Successor("lm_fine_cpu-intel/transformer_pydocs", changes=(("references", (
-    BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (4.0, 5.0, 8.0)))),))
+A5_INTEL = Successor("lm_fine_cpu-intel/transformer_pydocs",
+                     changes=(("references", fixed("before_batching", 4.0, 5.0, 8.0)),))
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class Check:
     kind: str  # within, echoes, window
     limit: float
     candidate: Condition = AUTO
-    references: tuple[Condition, ...] = tuple(STATIC)
+    references: tuple[Condition, ...] = STATIC
     min_factor: float = 0.0  # window: the candidate's median effective factor below which nothing is decided
     # within: a second limit, on the candidate over no echoing's seconds alone, which must be met too (A5)
     over_baseline: Optional[float] = None
@@ -100,14 +107,14 @@ CHECKS = [
           "faster than no echoing",
           "lm_fine_cpu/transformer_pydocs", "within", 1.0,
           Condition("before_batching", 8.0, label="auto, cap 8", auto=True),
-          (BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (2.0, 3.0, 4.0, 5.0))),
+          fixed("before_batching", 2.0, 3.0, 4.0, 5.0),
           over_baseline=1 / 1.5, shown_before_runs=False, successor=A5_INTEL),
     # A2 where copies pay: the language model's example echoing on a store that alternates slow and keeping-up spans;
     # the fixed factors are lm_fine_cpu's study-best trials timed on it, the autopilot's trials run there alone.
     Check("A8", "under drift where copies pay, faster than every fixed factor (e = 1, 2, 4, 8)",
           "autopilot_drift_lm_cpu/transformer_pydocs", "within", 1.0,
           Condition("before_batching", 8.0, label="auto, cap 8", auto=True),
-          (BASELINE, *(Condition("before_batching", e, label=f"e={e:g}") for e in (2.0, 4.0, 8.0))),
+          fixed("before_batching", 2.0, 4.0, 8.0),
           shown_before_runs=False),
     Check("A6", "where copies pay, its copies from the 4 newest batches are worth a fixed factor's shuffled "
           "ones: fresh examples to target below 1.1x e = 2's",
